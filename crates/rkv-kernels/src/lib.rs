@@ -1,0 +1,1 @@
+//! rkv-kernels
