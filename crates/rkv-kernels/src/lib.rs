@@ -1,1 +1,45 @@
-//! rkv-kernels
+//! rkv-kernels: the CPU hot paths of rkv: ggml-compatible quantised blocks and
+//! dot products (numerics mirror ggml's `ggml-quants.c` and its x86 kernels),
+//! activation quantisation, quantised and dense matmuls, and the f16/f32 vector
+//! helpers of attention.
+//!
+//! SIMD code paths are selected at compile time (the workspace builds with
+//! `-C target-cpu=native`); every one has a scalar fallback and a scalar
+//! reference used as the test oracle.
+
+pub mod attn;
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx512f",
+    target_feature = "avx512bw",
+    target_feature = "avx512vl"
+))]
+mod attn_avx512;
+pub mod blocks;
+pub mod dot;
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+mod dot_avx2;
+pub mod error;
+pub mod quantize;
+
+pub use attn::{
+    axpy_f16, axpy_f32, dot_f16, dot_f16_multi, dot_f32, f16_to_f32_slice, f32_to_f16_slice,
+};
+pub use blocks::{
+    blocks_from_bytes, dequantize_row_q4_0, dequantize_row_q4_1, dequantize_row_q8_0,
+    dequantize_row_q8_1, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK,
+};
+pub use dot::{
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_ref, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_ref,
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
+};
+pub use error::KernelError;
+pub use half::f16;
+pub use quantize::{
+    quantize_row_q8_0, quantize_row_q8_0_ref, quantize_row_q8_1, quantize_row_q8_1_ref,
+};

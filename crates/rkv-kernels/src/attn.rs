@@ -1,0 +1,157 @@
+//! Vector helpers for attention over an f16 (or f32) KV cache: query·key dots,
+//! `y += a * v` accumulation, the GQA multi-query dot, and f16 <-> f32 slice
+//! conversion.
+//!
+//! All conversions are exact (f16 -> f32) or round to nearest even (f32 -> f16),
+//! as ggml's `GGML_FP32_TO_FP16` with F16C (`ggml/src/ggml-impl.h`). Dot
+//! products sum in a different order from the scalar references, so SIMD and
+//! scalar results agree to f32 rounding, not bit for bit.
+//!
+//! The AVX-512 code (`attn_avx512.rs`) is chosen at compile time; other
+//! builds run the scalar references.
+
+use half::f16;
+
+/// Calls the AVX-512 version of `$f` when built with it, else the scalar one.
+macro_rules! dispatch {
+    ($f:ident($($arg:expr),*)) => {{
+        #[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx512f",
+    target_feature = "avx512bw",
+    target_feature = "avx512vl"
+))]
+        // SAFETY: the target features the AVX-512 functions need are enabled
+        // for the whole build (cfg above), so the running CPU has them.
+        unsafe {
+            crate::attn_avx512::$f($($arg),*)
+        }
+        #[cfg(not(all(
+    target_arch = "x86_64",
+    target_feature = "avx512f",
+    target_feature = "avx512bw",
+    target_feature = "avx512vl"
+)))]
+        scalar::$f($($arg),*)
+    }};
+}
+
+/// Scalar references (test oracles and the non-AVX-512 implementation).
+pub mod scalar {
+    use half::f16;
+
+    /// `sum_i k[i] * q[i]`. Lengths are checked by the public wrappers.
+    pub fn dot_f16(k: &[f16], q: &[f32]) -> f32 {
+        k.iter().zip(q).map(|(a, b)| a.to_f32() * b).sum()
+    }
+    /// `sum_i k[i] * q[i]`.
+    pub fn dot_f32(k: &[f32], q: &[f32]) -> f32 {
+        k.iter().zip(q).map(|(a, b)| a * b).sum()
+    }
+    /// `y[i] += a * x[i]`.
+    pub fn axpy_f16(y: &mut [f32], a: f32, x: &[f16]) {
+        for (o, v) in y.iter_mut().zip(x) {
+            *o = a.mul_add(v.to_f32(), *o);
+        }
+    }
+    /// `y[i] += a * x[i]`.
+    pub fn axpy_f32(y: &mut [f32], a: f32, x: &[f32]) {
+        for (o, v) in y.iter_mut().zip(x) {
+            *o = a.mul_add(*v, *o);
+        }
+    }
+    /// `out[h] = dot(k, qs[h*d..(h+1)*d])`, `d = k.len()`.
+    pub fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
+        for (o, q) in out.iter_mut().zip(qs.chunks_exact(k.len().max(1))) {
+            *o = dot_f16(k, q);
+        }
+    }
+    /// `dst[i] = f16(src[i])`, round to nearest even.
+    pub fn f32_to_f16_slice(src: &[f32], dst: &mut [f16]) {
+        for (o, v) in dst.iter_mut().zip(src) {
+            *o = f16::from_f32(*v);
+        }
+    }
+    /// `dst[i] = f32(src[i])`, exact.
+    pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) {
+        for (o, v) in dst.iter_mut().zip(src) {
+            *o = v.to_f32();
+        }
+    }
+}
+
+/// Dot product of an f16 key row with an f32 query.
+///
+/// # Panics
+/// If `k.len() != q.len()`.
+#[inline]
+pub fn dot_f16(k: &[f16], q: &[f32]) -> f32 {
+    assert_eq!(k.len(), q.len(), "dot_f16: lengths differ");
+    dispatch!(dot_f16(k, q))
+}
+
+/// Dot product of two f32 vectors.
+///
+/// # Panics
+/// If `k.len() != q.len()`.
+#[inline]
+pub fn dot_f32(k: &[f32], q: &[f32]) -> f32 {
+    assert_eq!(k.len(), q.len(), "dot_f32: lengths differ");
+    dispatch!(dot_f32(k, q))
+}
+
+/// `y += a * x` for an f16 value row `x`.
+///
+/// # Panics
+/// If `y.len() != x.len()`.
+#[inline]
+pub fn axpy_f16(y: &mut [f32], a: f32, x: &[f16]) {
+    assert_eq!(y.len(), x.len(), "axpy_f16: lengths differ");
+    dispatch!(axpy_f16(y, a, x))
+}
+
+/// `y += a * x` for an f32 value row `x`.
+///
+/// # Panics
+/// If `y.len() != x.len()`.
+#[inline]
+pub fn axpy_f32(y: &mut [f32], a: f32, x: &[f32]) {
+    assert_eq!(y.len(), x.len(), "axpy_f32: lengths differ");
+    dispatch!(axpy_f32(y, a, x))
+}
+
+/// GQA dot: one key row `k` (length `d`) against the `g = out.len()` query
+/// heads of its group, `qs` laid out `[g, d]`; `out[h] = dot(k, qs[h])`.
+/// The key row is read (and converted) once for all `g` heads.
+///
+/// # Panics
+/// If `qs.len() != out.len() * k.len()`.
+#[inline]
+pub fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
+    assert_eq!(
+        qs.len(),
+        out.len() * k.len(),
+        "dot_f16_multi: qs is not [g, d]"
+    );
+    dispatch!(dot_f16_multi(k, qs, out))
+}
+
+/// Converts f32 to f16 (round to nearest even).
+///
+/// # Panics
+/// If `src.len() != dst.len()`.
+#[inline]
+pub fn f32_to_f16_slice(src: &[f32], dst: &mut [f16]) {
+    assert_eq!(src.len(), dst.len(), "f32_to_f16_slice: lengths differ");
+    dispatch!(f32_to_f16_slice(src, dst))
+}
+
+/// Converts f16 to f32 (exact).
+///
+/// # Panics
+/// If `src.len() != dst.len()`.
+#[inline]
+pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len(), "f16_to_f32_slice: lengths differ");
+    dispatch!(f16_to_f32_slice(src, dst))
+}

@@ -1,0 +1,232 @@
+//! AVX2 (+FMA, F16C; AVX512-VNNI when enabled) multi-row quantised dot
+//! kernels: `out[r] = dot(w row r, y)` for `R` weight rows sharing one
+//! activation row, so the activation block is loaded once per `R` rows and the
+//! `R` accumulator chains run in parallel.
+//!
+//! Bit-identical to the scalar references in `dot.rs`, which mirror ggml's x86
+//! kernels (`ggml/src/ggml-cpu/arch/x86/quants.c`): per block, 8 int32 lanes of
+//! 4 products (`_mm256_dpbusd_epi32` or `maddubs` + `madd`, same sums), converted
+//! to f32 and accumulated with `fma(dx*dy, lanes, acc)`, then `hsum_float_8`.
+//!
+//! Compiled only when avx2, fma and f16c are enabled at compile time (see
+//! `dot.rs`), so every intrinsic below is available on the running CPU.
+
+// Indexing by block `i` and row `r` keeps the R accumulator chains explicit.
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+
+use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
+
+/// Loads the two f16 at the start of a block (`d` and `m`/`s`/`qs[0..2]`) as
+/// lanes 0 and 1 of an f32 vector.
+///
+/// # Safety
+/// `p` must be valid for reading 4 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+unsafe fn load_f16x2(p: *const u8) -> __m128 {
+    // SAFETY: the caller guarantees 4 readable bytes; unaligned read.
+    let bits = unsafe { (p as *const i32).read_unaligned() };
+    _mm_cvtph_ps(_mm_cvtsi32_si128(bits))
+}
+
+/// Unpacks 16 bytes of nibbles to 32 bytes in `0..16`: low nibbles first
+/// (values 0..16), then high nibbles (values 16..32), as ggml's
+/// `bytes_from_nibbles_32`.
+///
+/// # Safety
+/// `qs` must be valid for reading 16 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+unsafe fn nibbles(qs: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees 16 readable bytes; unaligned load.
+    let t = unsafe { _mm_loadu_si128(qs as *const __m128i) };
+    let b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    _mm256_and_si256(b, _mm256_set1_epi8(0x0F))
+}
+
+/// Per 32-bit lane, the sum of 4 products of unsigned `ax` and signed `sy`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+fn dot_u8_i8(ax: __m256i, sy: __m256i) -> __m256i {
+    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
+    {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
+    }
+    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
+    {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1))
+    }
+}
+
+/// Per 32-bit lane, the sum of 4 products of signed `x` and `y`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+fn dot_i8_i8(x: __m256i, y: __m256i) -> __m256i {
+    dot_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
+/// ggml's `hsum_float_8`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+fn hsum(acc: __m256) -> f32 {
+    let mut r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    _mm_cvtss_f32(r)
+}
+
+/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q4_1 x Q8_1 (`nb = y.len()`).
+///
+/// # Panics
+/// If `w.len() != R * y.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+pub(crate) fn q4_1_rows<const R: usize>(w: &[BlockQ4_1], y: &[BlockQ8_1], out: &mut [f32; R]) {
+    let nb = y.len();
+    assert_eq!(w.len(), R * nb);
+    let mut acc = [_mm256_setzero_ps(); R];
+    // Lane 1 accumulates fma(m, s, summs); lane 0 is unused.
+    let mut summs = [_mm_setzero_ps(); R];
+    for i in 0..nb {
+        let yb = &y[i];
+        // SAFETY: `yb` is a whole 36-byte block: 4 bytes at its start and
+        // 32 bytes at `qs` are readable.
+        let (yds, qy) = unsafe {
+            (
+                load_f16x2(yb as *const BlockQ8_1 as *const u8),
+                _mm256_loadu_si256(yb.qs.as_ptr() as *const __m256i),
+            )
+        };
+        for r in 0..R {
+            // SAFETY: r * nb + i < R * nb == w.len(), checked above.
+            let xb = unsafe { w.get_unchecked(r * nb + i) };
+            // SAFETY: `xb` is a whole 20-byte block (d, m, then 16 bytes qs).
+            let (xdm, qx) = unsafe {
+                (
+                    load_f16x2(xb as *const BlockQ4_1 as *const u8),
+                    nibbles(xb.qs.as_ptr()),
+                )
+            };
+            summs[r] = _mm_fmadd_ps(xdm, yds, summs[r]);
+            let dd = _mm256_broadcastss_ps(_mm_mul_ps(xdm, yds));
+            let q = _mm256_cvtepi32_ps(dot_u8_i8(qx, qy));
+            acc[r] = _mm256_fmadd_ps(dd, q, acc[r]);
+        }
+    }
+    for r in 0..R {
+        out[r] = hsum(acc[r]) + _mm_cvtss_f32(_mm_movehdup_ps(summs[r]));
+    }
+}
+
+/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q4_0 x Q8_0 (`nb = y.len()`).
+///
+/// # Panics
+/// If `w.len() != R * y.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+pub(crate) fn q4_0_rows<const R: usize>(w: &[BlockQ4_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
+    let nb = y.len();
+    assert_eq!(w.len(), R * nb);
+    let mut acc = [_mm256_setzero_ps(); R];
+    let off = _mm256_set1_epi8(8);
+    for i in 0..nb {
+        let yb = &y[i];
+        // SAFETY: `yb` is a whole 34-byte block (d then 32 bytes qs).
+        let (yd, qy) = unsafe {
+            (
+                load_f16x2(yb as *const BlockQ8_0 as *const u8),
+                _mm256_loadu_si256(yb.qs.as_ptr() as *const __m256i),
+            )
+        };
+        for r in 0..R {
+            // SAFETY: r * nb + i < R * nb == w.len(), checked above.
+            let xb = unsafe { w.get_unchecked(r * nb + i) };
+            // SAFETY: `xb` is a whole 18-byte block (d then 16 bytes qs).
+            let (xd, qx) = unsafe {
+                (
+                    load_f16x2(xb as *const BlockQ4_0 as *const u8),
+                    nibbles(xb.qs.as_ptr()),
+                )
+            };
+            let dd = _mm256_broadcastss_ps(_mm_mul_ps(xd, yd));
+            let q = _mm256_cvtepi32_ps(dot_i8_i8(_mm256_sub_epi8(qx, off), qy));
+            acc[r] = _mm256_fmadd_ps(dd, q, acc[r]);
+        }
+    }
+    for r in 0..R {
+        out[r] = hsum(acc[r]);
+    }
+}
+
+/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q8_0 x Q8_0 (`nb = y.len()`).
+///
+/// # Panics
+/// If `w.len() != R * y.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+pub(crate) fn q8_0_rows<const R: usize>(w: &[BlockQ8_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
+    let nb = y.len();
+    assert_eq!(w.len(), R * nb);
+    let mut acc = [_mm256_setzero_ps(); R];
+    for i in 0..nb {
+        let yb = &y[i];
+        // SAFETY: `yb` is a whole 34-byte block (d then 32 bytes qs).
+        let (yd, qy) = unsafe {
+            (
+                load_f16x2(yb as *const BlockQ8_0 as *const u8),
+                _mm256_loadu_si256(yb.qs.as_ptr() as *const __m256i),
+            )
+        };
+        for r in 0..R {
+            // SAFETY: r * nb + i < R * nb == w.len(), checked above.
+            let xb = unsafe { w.get_unchecked(r * nb + i) };
+            // SAFETY: `xb` is a whole 34-byte block (d then 32 bytes qs).
+            let (xd, qx) = unsafe {
+                (
+                    load_f16x2(xb as *const BlockQ8_0 as *const u8),
+                    _mm256_loadu_si256(xb.qs.as_ptr() as *const __m256i),
+                )
+            };
+            let dd = _mm256_broadcastss_ps(_mm_mul_ps(xd, yd));
+            let q = _mm256_cvtepi32_ps(dot_i8_i8(qx, qy));
+            acc[r] = _mm256_fmadd_ps(dd, q, acc[r]);
+        }
+    }
+    for r in 0..R {
+        out[r] = hsum(acc[r]);
+    }
+}

@@ -1,0 +1,139 @@
+//! Activation quantisation to Q8_0 / Q8_1 (the `vec_dot_type`s of Q4_0/Q8_0
+//! and Q4_1 weights).
+//!
+//! Numerics mirror ggml's x86 `quantize_row_q8_0` / `quantize_row_q8_1`
+//! (`ggml/src/ggml-cpu/arch/x86/quants.c`, the AVX2 path that llama.cpp runs on
+//! this class of CPU), which differ from the portable `quantize_row_q8_*_ref`
+//! of `ggml/src/ggml-quants.c` in two details:
+//! * the inverse scale is `127 / amax` (not `1 / d`), and
+//! * rounding is to nearest with ties to even (`_mm256_round_ps`), not
+//!   `roundf`'s ties away from zero.
+//!
+//! `d = amax / 127` is stored as f16; for Q8_1, `s = f16(d * sum(qs))` with the
+//! unrounded f32 `d`. The SIMD path gives bit-identical blocks to the scalar one.
+
+use half::f16;
+
+use crate::blocks::{BlockQ8_0, BlockQ8_1, QK};
+use crate::error::{check_len, check_multiple, KernelError};
+
+/// Scale `d`, inverse scale and quants of one 32-value block (scalar).
+fn quantize_block(x: &[f32], qs: &mut [i8; QK]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = (v * id).round_ties_even().clamp(-128.0, 127.0) as i8;
+    }
+    d
+}
+
+fn check_shapes(x: &[f32], blocks: usize) -> Result<(), KernelError> {
+    check_multiple("quantize input", x.len(), QK)?;
+    check_len("quantize output blocks", x.len() / QK, blocks)
+}
+
+/// Scalar Q8_0 quantisation (the oracle for the SIMD path).
+///
+/// # Errors
+/// When `x.len() % 32 != 0` or `y.len() != x.len() / 32`.
+pub fn quantize_row_q8_0_ref(x: &[f32], y: &mut [BlockQ8_0]) -> Result<(), KernelError> {
+    check_shapes(x, y.len())?;
+    for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+        let d = quantize_block(xb, &mut b.qs);
+        b.d = f16::from_f32(d);
+    }
+    Ok(())
+}
+
+/// Scalar Q8_1 quantisation (the oracle for the SIMD path).
+///
+/// # Errors
+/// When `x.len() % 32 != 0` or `y.len() != x.len() / 32`.
+pub fn quantize_row_q8_1_ref(x: &[f32], y: &mut [BlockQ8_1]) -> Result<(), KernelError> {
+    check_shapes(x, y.len())?;
+    for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+        let d = quantize_block(xb, &mut b.qs);
+        let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
+        b.d = f16::from_f32(d);
+        b.s = f16::from_f32(d * sum as f32);
+    }
+    Ok(())
+}
+
+/// Quantises `x` (length a multiple of 32) into Q8_0 blocks `y`.
+///
+/// # Errors
+/// When `x.len() % 32 != 0` or `y.len() != x.len() / 32`.
+pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) -> Result<(), KernelError> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        check_shapes(x, y.len())?;
+        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+            // SAFETY: avx512f is enabled for the whole build (cfg above).
+            let (d, _) = unsafe { avx512::quantize_block(xb, &mut b.qs) };
+            b.d = f16::from_f32(d);
+        }
+        Ok(())
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    quantize_row_q8_0_ref(x, y)
+}
+
+/// Quantises `x` (length a multiple of 32) into Q8_1 blocks `y`.
+///
+/// # Errors
+/// When `x.len() % 32 != 0` or `y.len() != x.len() / 32`.
+pub fn quantize_row_q8_1(x: &[f32], y: &mut [BlockQ8_1]) -> Result<(), KernelError> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        check_shapes(x, y.len())?;
+        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+            // SAFETY: avx512f is enabled for the whole build (cfg above).
+            let (d, sum) = unsafe { avx512::quantize_block(xb, &mut b.qs) };
+            b.d = f16::from_f32(d);
+            b.s = f16::from_f32(d * sum as f32);
+        }
+        Ok(())
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    quantize_row_q8_1_ref(x, y)
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+mod avx512 {
+    use super::QK;
+    use std::arch::x86_64::*;
+
+    /// One block: returns `(d, sum(qs))`. Reads `x[0..32]`.
+    ///
+    /// # Panics
+    /// If `x.len() != 32`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn quantize_block(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+        assert_eq!(x.len(), QK);
+        // SAFETY: x[0..32] is in bounds (asserted above).
+        let (v0, v1) = unsafe {
+            (
+                _mm512_loadu_ps(x.as_ptr()),
+                _mm512_loadu_ps(x.as_ptr().add(16)),
+            )
+        };
+        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let m = _mm512_set1_ps(id);
+        const RN: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        let i0 = _mm512_cvtps_epi32(_mm512_roundscale_ps::<RN>(_mm512_mul_ps(v0, m)));
+        let i1 = _mm512_cvtps_epi32(_mm512_roundscale_ps::<RN>(_mm512_mul_ps(v1, m)));
+        let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        let p = qs.as_mut_ptr() as *mut __m128i;
+        // SAFETY: two 16-byte stores cover exactly the 32-byte array `qs`.
+        unsafe {
+            _mm_storeu_si128(p, _mm512_cvtsepi32_epi8(i0));
+            _mm_storeu_si128(p.add(1), _mm512_cvtsepi32_epi8(i1));
+        }
+        (d, sum)
+    }
+}
