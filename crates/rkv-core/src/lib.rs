@@ -1,1 +1,11 @@
-//! rkv-core
+//! rkv-core: the pure heart of rkv.
+//!
+//! Owns the KV policies (score + select), the compression configuration and schedule,
+//! and the block pool with per-slot positions. Plain slices in, indices out.
+//! Must not know: tensors, models, tokio, files, environment variables.
+
+pub mod config;
+pub mod policy;
+
+pub use config::{CompressionConfig, ConfigError, PolicyKind, StepPlan};
+pub use policy::{select_keep, HeadObservation, HeadState, PolicyError};

@@ -1,0 +1,53 @@
+//! H2O heavy-hitter eviction (Zhang et al., arXiv 2306.14048; DESIGN.md §2 — the
+//! reference repository's H2O does not run, so this follows the paper).
+//!
+//! Owns: keeping the `B/2` most recent slots plus the `B - B/2` other slots with the
+//! largest accumulated attention probability. Must not know: how the engine accumulates
+//! those probabilities (every decoding step, from the query heads of the group), keys,
+//! the schedule.
+
+use super::select::top_k;
+
+/// Kept slots, ascending. `accumulated`: `[len]` attention probability mass each slot has
+/// received since it entered the cache. Ties go to the lower (older) index.
+pub fn h2o_keep(accumulated: &[f32], budget: usize) -> Vec<usize> {
+    let len = accumulated.len();
+    if len <= budget {
+        return (0..len).collect();
+    }
+    let recent = budget / 2;
+    let n = len - recent;
+    let scores: Vec<f64> = accumulated[..n].iter().map(|&x| f64::from(x)).collect();
+    let mut kept = top_k(&scores, budget - recent);
+    kept.extend(n..len);
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_kept_set() {
+        // budget 4: 2 recent (slots 6, 7) and the 2 heaviest of slots 0..6.
+        let acc = [0.9, 0.1, 0.5, 0.05, 0.7, 0.2, 0.0, 0.0];
+        assert_eq!(h2o_keep(&acc, 4), vec![0, 4, 6, 7]);
+        // Recent slots are kept even with no mass; heavy ones of the recent part do not
+        // count twice.
+        let acc = [0.0, 0.3, 0.0, 9.0, 9.0];
+        assert_eq!(h2o_keep(&acc, 3), vec![1, 3, 4]);
+    }
+
+    #[test]
+    fn odd_budget_and_ties() {
+        // budget 5: 2 recent, 3 heavy; ties to the older slot.
+        let acc = [1.0, 1.0, 1.0, 1.0, 2.0, 0.0, 0.0];
+        assert_eq!(h2o_keep(&acc, 5), vec![0, 1, 4, 5, 6]);
+    }
+
+    #[test]
+    fn short_cache_kept_whole() {
+        assert_eq!(h2o_keep(&[0.1, 0.2], 4), vec![0, 1]);
+        assert_eq!(h2o_keep(&[0.1; 4], 4), vec![0, 1, 2, 3]);
+    }
+}

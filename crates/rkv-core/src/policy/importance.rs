@@ -1,0 +1,164 @@
+//! Importance of candidate slots from the observation window's attention (R-KV, arXiv
+//! 2505.24133; `compute_attention_scores` and `update_kv` of Zefan-Cai/R-KV).
+//!
+//! Owns: GQA max over the group on raw logits (before the softmax), the softmax over the
+//! `L - w` candidates in f32, the mean over the `w` window queries, and the 1-D max-pool
+//! (kernel `k`, stride 1, same-size output, clipped at the ends).
+//!
+//! Must not know: keys, redundancy, budgets, selection. Shapes are checked by the caller.
+
+/// Max over the `g` query heads of a group, on raw logits.
+///
+/// `logits`: `[g, w, n]`. Returns `[w, n]`.
+pub fn group_max(logits: &[f32], group: usize, window: usize, n: usize) -> Vec<f32> {
+    let plane = window * n;
+    let mut out = logits.get(..plane).map(<[f32]>::to_vec).unwrap_or_default();
+    for head in 1..group {
+        let Some(src) = logits.get(head * plane..(head + 1) * plane) else {
+            break;
+        };
+        for (o, &x) in out.iter_mut().zip(src) {
+            // `f32::max` ignores NaN; keep NaN visible instead.
+            if x > *o || x.is_nan() {
+                *o = x;
+            }
+        }
+    }
+    out
+}
+
+/// In-place softmax in f32: subtract the max, exponentiate, divide by the sum.
+/// A row whose entries are all `-inf` becomes uniform.
+pub fn softmax_in_place(row: &mut [f32]) {
+    if row.is_empty() {
+        return;
+    }
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        let u = 1.0 / row.len() as f32;
+        row.iter_mut().for_each(|x| *x = u);
+        return;
+    }
+    let mut sum = 0.0f32;
+    for x in row.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    let inv = 1.0 / sum;
+    row.iter_mut().for_each(|x| *x *= inv);
+}
+
+/// Same-size 1-D max-pool, stride 1: `out[j] = max(x[j-k/2 ..= j+k/2])`, clipped at the
+/// ends (padding never wins). `kernel` must be odd; an even kernel is treated as `k+1`.
+pub fn max_pool_same(x: &[f32], kernel: usize) -> Vec<f32> {
+    let half = kernel / 2;
+    (0..x.len())
+        .map(|j| {
+            let lo = j.saturating_sub(half);
+            let hi = (j + half + 1).min(x.len());
+            x[lo..hi].iter().copied().fold(f32::NEG_INFINITY, |m, v| {
+                if v > m || v.is_nan() {
+                    v
+                } else {
+                    m
+                }
+            })
+        })
+        .collect()
+}
+
+/// Importance of the `n` candidates: group max, per-query softmax over the candidates,
+/// mean over the `w` queries, max-pool.
+///
+/// `window_logits`: `[g, w, n]`. Returns `[n]`.
+pub fn importance(
+    window_logits: &[f32],
+    group: usize,
+    window: usize,
+    n: usize,
+    kernel: usize,
+) -> Vec<f32> {
+    let mut rows = group_max(window_logits, group, window, n);
+    let mut mean = vec![0.0f32; n];
+    if n == 0 {
+        return mean;
+    }
+    for row in rows.chunks_exact_mut(n) {
+        softmax_in_place(row);
+        for (m, &p) in mean.iter_mut().zip(row.iter()) {
+            *m += p;
+        }
+    }
+    let inv_w = 1.0 / window.max(1) as f32;
+    mean.iter_mut().for_each(|m| *m *= inv_w);
+    max_pool_same(&mean, kernel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_max_takes_max_over_heads() {
+        // g = 2, w = 1, n = 3
+        let logits = [1.0, 5.0, -2.0, 3.0, 4.0, -1.0];
+        assert_eq!(group_max(&logits, 2, 1, 3), vec![3.0, 5.0, -1.0]);
+        assert_eq!(group_max(&logits[..3], 1, 1, 3), vec![1.0, 5.0, -2.0]);
+    }
+
+    #[test]
+    fn softmax_basic_and_stable() {
+        let mut r = [0.0f32, 0.0, f32::ln(2.0)];
+        softmax_in_place(&mut r);
+        assert!((r[0] - 0.25).abs() < 1e-7 && (r[2] - 0.5).abs() < 1e-7);
+        let mut big = [1000.0f32, 1000.0];
+        softmax_in_place(&mut big);
+        assert_eq!(big, [0.5, 0.5]);
+        let mut ninf = [f32::NEG_INFINITY; 4];
+        softmax_in_place(&mut ninf);
+        assert_eq!(ninf, [0.25; 4]);
+        let mut empty: [f32; 0] = [];
+        softmax_in_place(&mut empty);
+    }
+
+    #[test]
+    fn max_pool_edges() {
+        let x = [5.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0];
+        // kernel 7: half 3. Slot 3 still sees slot 0, slot 4 does not; slot 5 first sees slot 8.
+        let p = max_pool_same(&x, 7);
+        assert_eq!(p, vec![5.0, 5.0, 5.0, 5.0, 1.0, 2.0, 2.0, 2.0, 2.0]);
+        // kernel 1 is the identity.
+        assert_eq!(max_pool_same(&x, 1), x.to_vec());
+        // kernel larger than the input: everything is the global max.
+        assert_eq!(max_pool_same(&[1.0, 3.0, 2.0], 9), vec![3.0; 3]);
+        // negative values: padding (which would be -inf or 0) never wins.
+        assert_eq!(
+            max_pool_same(&[-3.0, -1.0, -2.0], 3),
+            vec![-1.0, -1.0, -1.0]
+        );
+        assert_eq!(
+            max_pool_same(&[-3.0, -4.0, -5.0, -6.0], 3),
+            vec![-3.0, -3.0, -4.0, -5.0]
+        );
+        assert!(max_pool_same(&[], 7).is_empty());
+    }
+
+    #[test]
+    fn importance_is_mean_of_softmaxes_then_pooled() {
+        // g = 1, w = 2, n = 3, kernel 1.
+        let l = [0.0, 0.0, 0.0, f32::ln(2.0), 0.0, 0.0];
+        let imp = importance(&l, 1, 2, 3, 1);
+        let expect = [
+            (1.0 / 3.0 + 0.5) / 2.0,
+            (1.0 / 3.0 + 0.25) / 2.0,
+            (1.0 / 3.0 + 0.25) / 2.0,
+        ];
+        for (a, e) in imp.iter().zip(expect) {
+            assert!((a - e).abs() < 1e-6, "{imp:?}");
+        }
+        // The softmax happens after the group max: two heads, each peaking elsewhere.
+        let l2 = [10.0, 0.0, 0.0, 10.0];
+        let imp2 = importance(&l2, 2, 1, 2, 1);
+        assert!((imp2[0] - 0.5).abs() < 1e-6 && (imp2[1] - 0.5).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,243 @@
+//! KV-cache policies: scores in, kept slot indices out, per KV head (DESIGN.md §2).
+//!
+//! Owns: the boundary the engine calls ([`HeadObservation`] + [`HeadState`] in, ascending
+//! kept slot indices out, via [`select_keep`]), shape validation, and the dispatch to
+//! FullKV, R-KV (arXiv 2505.24133, reference Zefan-Cai/R-KV), SnapKV (R-KV with
+//! lambda = 1), StreamingLLM and H2O. The golden vectors in `shared/golden/` pin the
+//! scored policies down.
+//!
+//! Must not know: tensors, devices, models, the block pool, files. The engine gathers
+//! the slices (keys, window logits, H2O accumulations) and applies the kept indices.
+
+pub mod cosine;
+pub mod h2o;
+pub mod importance;
+pub mod redundancy;
+pub mod redundancy_fast;
+pub mod select;
+pub mod streaming;
+
+pub use redundancy::{redundancy_oracle, Redundancy};
+pub use redundancy_fast::{redundancy_incremental, FastRedundancy, HeadState};
+
+use crate::config::{CompressionConfig, ConfigError, PolicyKind};
+
+/// What a policy may look at for one KV head of one layer of one sequence.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadObservation<'a> {
+    /// `L`: resident slots, in position order.
+    pub len: usize,
+    /// `d`: head dimension.
+    pub head_dim: usize,
+    /// `[L, d]` post-RoPE keys of this KV head (R-KV only; else may be empty).
+    pub keys: &'a [f32],
+    /// `g`: query heads per KV head.
+    pub group: usize,
+    /// `w` (must equal the config's window).
+    pub window: usize,
+    /// `[g, w, L - w]` raw logits `q.k/sqrt(d)` of the `w` most recent queries (query head
+    /// `h*g+i`, window row `t`) over the candidate slots `0..L-w` (R-KV, SnapKV; else
+    /// may be empty).
+    pub window_logits: &'a [f32],
+    /// `[L]` accumulated attention probability per slot (H2O only; else may be empty).
+    pub h2o_scores: &'a [f32],
+}
+
+/// A bad observation, state or configuration. Never a panic.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("invalid compression config: {0}")]
+    Config(#[from] ConfigError),
+    #[error("{field} has {actual} elements, expected {expected} ({shape})")]
+    Shape {
+        field: &'static str,
+        expected: usize,
+        actual: usize,
+        shape: &'static str,
+    },
+    #[error("{field} must be >= 1")]
+    Zero { field: &'static str },
+    #[error("observation window {observed} differs from the config's window {configured}")]
+    WindowMismatch { observed: usize, configured: usize },
+    #[error("head state describes {described} slots but the cache holds only {len}")]
+    StateAhead { described: usize, len: usize },
+    #[error("kept slot {slot} is outside the cache of {len} slots")]
+    KeptOutOfRange { slot: usize, len: usize },
+    #[error("cache of {len} slots is too long for the redundancy bookkeeping")]
+    TooLong { len: usize },
+}
+
+/// The scores of one R-KV/SnapKV compression of one head (candidates `0..L-w`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadScores {
+    /// `[L - w]` importance after the max-pool.
+    pub importance: Vec<f32>,
+    /// `[L - w]` redundancy (empty for SnapKV / lambda = 1 via SnapKV).
+    pub redundancy: Vec<f64>,
+    /// `[L - w]` `lambda * importance - (1 - lambda) * redundancy`.
+    pub score: Vec<f64>,
+}
+
+/// How the redundancy term is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedundancyPath {
+    /// Incremental, reusing [`HeadState`] (the engine's path).
+    Fast,
+    /// From scratch, O(L^2 d) (the test oracle); the state is left untouched.
+    Oracle,
+}
+
+fn check_len(
+    field: &'static str,
+    shape: &'static str,
+    actual: usize,
+    expected: usize,
+) -> Result<(), PolicyError> {
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(PolicyError::Shape {
+            field,
+            expected,
+            actual,
+            shape,
+        })
+    }
+}
+
+/// Validate the observation's shapes for the fields `cfg.policy` reads.
+pub fn validate_observation(
+    cfg: &CompressionConfig,
+    obs: &HeadObservation<'_>,
+) -> Result<(), PolicyError> {
+    cfg.validate()?;
+    if obs.window != cfg.window {
+        return Err(PolicyError::WindowMismatch {
+            observed: obs.window,
+            configured: cfg.window,
+        });
+    }
+    let scored = obs.len >= cfg.budget;
+    match cfg.policy {
+        PolicyKind::RKv | PolicyKind::SnapKv if scored => {
+            if obs.group == 0 {
+                return Err(PolicyError::Zero { field: "group" });
+            }
+            let n = obs.len - obs.window;
+            let expected = obs.group.saturating_mul(obs.window).saturating_mul(n);
+            check_len(
+                "window_logits",
+                "[g, w, L - w]",
+                obs.window_logits.len(),
+                expected,
+            )?;
+            if cfg.policy == PolicyKind::RKv {
+                if obs.head_dim == 0 {
+                    return Err(PolicyError::Zero { field: "head_dim" });
+                }
+                check_len(
+                    "keys",
+                    "[L, d]",
+                    obs.keys.len(),
+                    obs.len.saturating_mul(obs.head_dim),
+                )?;
+            }
+        }
+        PolicyKind::H2o if scored => check_len("h2o_scores", "[L]", obs.h2o_scores.len(), obs.len)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+/// R-KV / SnapKV scores of one head. `obs.len` must be `>= cfg.budget` (validated);
+/// with [`RedundancyPath::Fast`] the returned pass must be committed to the state.
+pub fn score_head(
+    cfg: &CompressionConfig,
+    obs: &HeadObservation<'_>,
+    state: &HeadState,
+    path: RedundancyPath,
+) -> Result<(HeadScores, Option<FastRedundancy>), PolicyError> {
+    validate_observation(cfg, obs)?;
+    let n = obs.len.saturating_sub(obs.window);
+    let importance =
+        importance::importance(obs.window_logits, obs.group, obs.window, n, cfg.kernel);
+    let lambda = f64::from(cfg.effective_lambda());
+    let (redundancy, pass) = if cfg.policy == PolicyKind::RKv {
+        match path {
+            RedundancyPath::Fast => {
+                let pass = redundancy_incremental(
+                    obs.keys,
+                    obs.head_dim,
+                    cfg.threshold,
+                    obs.window,
+                    state,
+                )?;
+                (pass.redundancy.clone(), Some(pass))
+            }
+            RedundancyPath::Oracle => {
+                let r = redundancy_oracle(obs.keys, obs.head_dim, cfg.threshold, obs.window);
+                (r.redundancy, None)
+            }
+        }
+    } else {
+        (Vec::new(), None)
+    };
+    let score = if redundancy.is_empty() {
+        importance.iter().map(|&i| f64::from(i)).collect()
+    } else {
+        importance
+            .iter()
+            .zip(&redundancy)
+            .map(|(&i, &r)| lambda * f64::from(i) - (1.0 - lambda) * r)
+            .collect()
+    };
+    Ok((
+        HeadScores {
+            importance,
+            redundancy,
+            score,
+        },
+        pass,
+    ))
+}
+
+/// Choose the slots one KV head keeps: ascending indices, exactly `min(L, budget)` of
+/// them (all `L` for FullKV), always including the last `w` for R-KV and SnapKV.
+/// R-KV updates `state` (its incremental redundancy bookkeeping); the engine must then
+/// keep exactly these slots, in this order.
+pub fn select_keep(
+    cfg: &CompressionConfig,
+    obs: &HeadObservation<'_>,
+    state: &mut HeadState,
+) -> Result<Vec<usize>, PolicyError> {
+    select_keep_with(cfg, obs, state, RedundancyPath::Fast)
+}
+
+/// [`select_keep`] with an explicit redundancy path ([`RedundancyPath::Oracle`] for tests).
+pub fn select_keep_with(
+    cfg: &CompressionConfig,
+    obs: &HeadObservation<'_>,
+    state: &mut HeadState,
+    path: RedundancyPath,
+) -> Result<Vec<usize>, PolicyError> {
+    validate_observation(cfg, obs)?;
+    if cfg.policy == PolicyKind::Full || obs.len < cfg.budget {
+        return Ok((0..obs.len).collect());
+    }
+    match cfg.policy {
+        PolicyKind::Full => Ok((0..obs.len).collect()),
+        PolicyKind::StreamingLlm => Ok(streaming::streaming_keep(obs.len, cfg.budget, cfg.sinks)),
+        PolicyKind::H2o => Ok(h2o::h2o_keep(obs.h2o_scores, cfg.budget)),
+        PolicyKind::RKv | PolicyKind::SnapKv => {
+            let (scores, pass) = score_head(cfg, obs, state, path)?;
+            let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
+            if let Some(pass) = pass {
+                pass.commit(&kept, state)?;
+            }
+            Ok(kept)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

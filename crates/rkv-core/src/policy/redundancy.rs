@@ -1,0 +1,132 @@
+//! Redundancy of slots, computed from scratch: the O(L^2 d) oracle (R-KV, arXiv
+//! 2505.24133; `cal_similarity` of Zefan-Cai/R-KV `rkv/utils.py`, golden README §3).
+//!
+//! Owns: the definition the fast path must reproduce. Per head, over all `L` keys
+//! (window included): cosine matrix `S` with zero diagonal; per row the latest similar
+//! slot `r(i)` (largest `j` with `S[i][j] > threshold`, or 0 when there is none: a quirk
+//! of the reference kept for conformance); `S[i][r(i)] = 0`; column mean; softmax over
+//! the `L` slots; the last `w` entries dropped. Also the shared tail (column sums to
+//! redundancy) that the incremental path reuses.
+//!
+//! Must not know: importance, budgets, selection, state kept between compressions.
+
+use super::cosine::{normalize_keys, CosineRows};
+
+/// Everything the redundancy computation decides for one head.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Redundancy {
+    /// `[L]` latest similar slot per row; `None` when the row has no match (the reference
+    /// then zeroes `S[i][0]`).
+    pub latest: Vec<Option<usize>>,
+    /// `[L]` column sums of `S` after the zeroing (not yet divided by `L`).
+    pub column_sums: Vec<f64>,
+    /// `[L - w]` redundancy of the candidates: softmax of the column means, window dropped.
+    pub redundancy: Vec<f64>,
+}
+
+/// The column (`r(i)`, or 0 for a row without a match) whose entry row `i` zeroes.
+#[inline]
+pub fn zeroed_column(latest: Option<usize>) -> usize {
+    latest.unwrap_or(0)
+}
+
+/// Column sums to redundancy: mean over the `len` rows, softmax over all `len` slots
+/// (f64), then the last `window` entries dropped. `column_sums`: `[len]`.
+pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f64> {
+    let len = column_sums.len();
+    if len == 0 {
+        return Vec::new();
+    }
+    let inv_len = 1.0 / len as f64;
+    let means: Vec<f64> = column_sums.iter().map(|c| c * inv_len).collect();
+    let max = means.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exps: Vec<f64> = means.iter().map(|m| (m - max).exp()).collect();
+    let inv_sum = 1.0 / exps.iter().sum::<f64>();
+    let keep = len.saturating_sub(window);
+    exps[..keep].iter().map(|e| e * inv_sum).collect()
+}
+
+/// The from-scratch oracle: `O(L^2 d)` time, `O(L d)` memory.
+///
+/// `keys`: `[len, dim]` post-RoPE keys of one head in slot (position) order.
+pub fn redundancy_oracle(keys: &[f32], dim: usize, threshold: f32, window: usize) -> Redundancy {
+    let normed = normalize_keys(keys, dim);
+    let s = CosineRows {
+        normed: &normed,
+        dim,
+    };
+    let len = s.len();
+    let mut latest = Vec::with_capacity(len);
+    let mut column_sums = vec![0.0f64; len];
+    let mut row = vec![0.0f32; len];
+    for i in 0..len {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = s.entry(i, j);
+        }
+        let r = (0..len).rev().find(|&j| row[j] > threshold);
+        latest.push(r);
+        row[zeroed_column(r)] = 0.0;
+        for (c, &v) in column_sums.iter_mut().zip(&row) {
+            *c += f64::from(v);
+        }
+    }
+    let redundancy = redundancy_from_column_sums(&column_sums, window);
+    Redundancy {
+        latest,
+        column_sums,
+        redundancy,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys a, a', b, a'' (a-copies at slots 0, 1, 3), d = 2.
+    fn copies() -> Vec<f32> {
+        vec![1.0, 0.0, 1.0, 0.01, 0.0, 1.0, 1.0, 0.02]
+    }
+
+    #[test]
+    fn latest_similar_slot_and_quirk() {
+        let r = redundancy_oracle(&copies(), 2, 0.5, 0);
+        assert_eq!(r.latest, vec![Some(3), Some(3), None, Some(1)]);
+        // Row 2 (b) has no match: it zeroes S[2][0], which was ~0 anyway.
+        // Column 3 (newest a) loses rows 0 and 1; column 1 loses row 3; column 0 keeps
+        // rows 1 and 3 (~1 each).
+        let c = &r.column_sums;
+        assert!((c[0] - 2.0).abs() < 1e-3, "{c:?}");
+        assert!((c[1] - 1.01).abs() < 1e-3, "{c:?}");
+        assert!((c[2] - 0.03).abs() < 1e-3, "{c:?}");
+        assert!((c[3] - 0.02).abs() < 1e-3, "{c:?}");
+    }
+
+    #[test]
+    fn quirk_zeroes_slot_zero_for_matchless_rows() {
+        // No pair exceeds 0.5 (slots 0 and 2 are at 0.45): every row zeroes its S[i][0].
+        let keys = [1.0, 0.0, 0.0, -1.0, 0.45, (1.0f32 - 0.45 * 0.45).sqrt()];
+        let r = redundancy_oracle(&keys, 2, 0.5, 0);
+        assert_eq!(r.latest, vec![None, None, None]);
+        // Column 0 receives S[1][0] = 0 and S[2][0] is zeroed: sum 0.
+        assert!(r.column_sums[0].abs() < 1e-7, "{:?}", r.column_sums);
+        // Column 2 still gets S[0][2] = 0.45 and S[1][2] (row 0 zeroes its own diagonal).
+        let expect = 0.45 - (1.0f64 - 0.45 * 0.45).sqrt();
+        assert!(
+            (r.column_sums[2] - expect).abs() < 1e-6,
+            "{:?}",
+            r.column_sums
+        );
+    }
+
+    #[test]
+    fn redundancy_is_softmax_of_means_without_window() {
+        let red = redundancy_from_column_sums(&[0.0, 0.0, 4.0 * f64::ln(2.0), 0.0], 1);
+        // means 0, 0, ln 2, 0 -> softmax 1/5, 1/5, 2/5, 1/5; last dropped.
+        assert_eq!(red.len(), 3);
+        for (a, e) in red.iter().zip([0.2, 0.2, 0.4]) {
+            assert!((a - e).abs() < 1e-12);
+        }
+        assert!(redundancy_from_column_sums(&[], 8).is_empty());
+        assert!(redundancy_from_column_sums(&[1.0, 2.0], 8).is_empty());
+    }
+}
