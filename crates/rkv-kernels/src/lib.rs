@@ -25,6 +25,7 @@ pub mod dot;
 ))]
 mod dot_avx2;
 pub mod error;
+pub mod matmul;
 pub mod quantize;
 
 pub use attn::{
@@ -40,6 +41,7 @@ pub use dot::{
 };
 pub use error::KernelError;
 pub use half::f16;
+pub use matmul::{matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
 pub use quantize::{
     quantize_row_q8_0, quantize_row_q8_0_ref, quantize_row_q8_1, quantize_row_q8_1_ref,
 };
