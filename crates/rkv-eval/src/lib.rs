@@ -1,1 +1,9 @@
-//! rkv-eval
+//! rkv-eval: datasets, answer extraction and grading, fidelity metrics and reports.
+//!
+//! The math answer grader lives in [`grade`]: a Rust port of the Qwen2.5-Math evaluation
+//! toolkit that R-KV ships in `evaluation/` (`parser.py`, `grader.py`, `eval_math.py`).
+
+pub mod error;
+pub mod grade;
+
+pub use error::EvalError;
