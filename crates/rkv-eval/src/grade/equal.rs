@@ -74,14 +74,18 @@ fn matrix_rows(s: &str) -> Vec<String> {
         .collect()
 }
 
-fn matrices_equal(pred: &str, reference: &str) -> bool {
+fn matrices_equal(pred: &str, reference: &str, depth: usize) -> bool {
     let (p, r) = (matrix_rows(pred), matrix_rows(reference));
     if p.len() != r.len() {
         return false;
     }
     p.iter().zip(&r).all(|(pl, rl)| {
         let (pp, rp): (Vec<&str>, Vec<&str>) = (pl.split('&').collect(), rl.split('&').collect());
-        pp.len() == rp.len() && pp.iter().zip(&rp).all(|(a, b)| math_equal(a, b))
+        pp.len() == rp.len()
+            && pp
+                .iter()
+                .zip(&rp)
+                .all(|(a, b)| depth < MAX_NESTING && math_equal_at(a, b, depth + 1))
     })
 }
 
@@ -100,8 +104,17 @@ fn short_lhs(s: &str) -> bool {
         <= 2
 }
 
+/// Nesting beyond which element-wise comparison gives up (the reference recurses freely;
+/// this keeps adversarial input from exhausting the stack).
+const MAX_NESTING: usize = 32;
+
 /// `math_equal(prediction, reference)`.
 pub fn math_equal(prediction: &str, reference: &str) -> bool {
+    math_equal_at(prediction, reference, 0)
+}
+
+fn math_equal_at(prediction: &str, reference: &str, depth: usize) -> bool {
+    let math_equal = |a: &str, b: &str| depth < MAX_NESTING && math_equal_at(a, b, depth + 1);
     if prediction.trim().to_lowercase() == reference.trim().to_lowercase() {
         return true;
     }
@@ -147,7 +160,8 @@ pub fn math_equal(prediction: &str, reference: &str) -> bool {
             return true;
         }
     }
-    if is_matrix(prediction) && is_matrix(reference) && matrices_equal(prediction, reference) {
+    if is_matrix(prediction) && is_matrix(reference) && matrices_equal(prediction, reference, depth)
+    {
         return true;
     }
 

@@ -3,7 +3,8 @@
 //! `\left` and `\right` are skipped; `\name` is a keyword when the whole letter run is one,
 //! otherwise a SYMBOL (so `\pir` is one symbol); numbers take `,ddd` groups (`1,000`).
 //! Characters with no token (`$`, `%`, `&`, `\\`, `'`, non-ASCII) lex as [`Tok::Error`]:
-//! ANTLR raises when the parser reaches them, not before.
+//! the ANTLR lexer is pulled lazily, so it raises (and the whole parse fails) only once the
+//! parser looks at them, even when only predicting ahead.
 
 /// Relation operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,9 +50,11 @@ pub enum Tok {
     LBracket,
     RBracket,
     Rel(RelOp),
-    /// A character no lexer rule matches, or a construct this port does not model
-    /// (`\int`, `\sum`, `\lim`, ...): parsing fails on reaching it.
+    /// A character no lexer rule matches: the parse fails once the parser looks at it.
     Error,
+    /// A valid sympy token this port does not model (`\int`, `\sum`, `\lim`, ...): no
+    /// rule here accepts it.
+    Unsupported,
 }
 
 const FUNCS: [&str; 21] = [
@@ -89,7 +92,7 @@ fn command(name: &str) -> Option<Tok> {
         "leq" | "le" | "leqq" | "leqslant" => Tok::Rel(RelOp::Le),
         "geq" | "ge" | "geqq" | "geqslant" => Tok::Rel(RelOp::Ge),
         "neq" => Tok::Rel(RelOp::Ne),
-        "int" | "sum" | "prod" | "lim" | "Sigma" | "Pi" | "to" | "rightarrow" => Tok::Error,
+        "int" | "sum" | "prod" | "lim" | "Sigma" | "Pi" | "to" | "rightarrow" => Tok::Unsupported,
         _ => Tok::Symbol(name.to_string()),
     })
 }

@@ -8,6 +8,7 @@
 //! a bracket, fraction or argument fails the whole parse.
 
 use super::lexer::{tokenize, RelOp, Tok};
+use std::cell::Cell;
 
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +37,8 @@ pub enum Parsed {
 type PResult<T> = Result<T, ()>;
 
 const MAX_DEPTH: usize = 200;
+/// Longer inputs are not parsed (keeps expression trees, and their recursion, shallow).
+const MAX_TOKENS: usize = 1000;
 
 struct Parser {
     toks: Vec<Tok>,
@@ -43,6 +46,9 @@ struct Parser {
     depth: usize,
     /// Work budget: backtracking over nested `f(` could otherwise take exponential time.
     fuel: usize,
+    /// Set once the parser has looked at a lexer error: the lexer raises, so the whole
+    /// parse fails, whatever backtracking happens afterwards.
+    lex_error: Cell<bool>,
 }
 
 fn b(e: Expr) -> Box<Expr> {
@@ -68,11 +74,15 @@ impl Expr {
 
 impl Parser {
     fn peek(&self) -> Option<&Tok> {
-        self.toks.get(self.pos)
+        let t = self.toks.get(self.pos);
+        if t == Some(&Tok::Error) {
+            self.lex_error.set(true);
+        }
+        t
     }
 
     fn next(&mut self) -> Option<Tok> {
-        let t = self.toks.get(self.pos).cloned();
+        let t = self.peek().cloned();
         self.pos += 1;
         t
     }
@@ -428,13 +438,22 @@ fn postfix_product(items: Vec<Expr>) -> Expr {
 
 /// `parse_latex(s)` (non-strict): `None` where sympy raises.
 pub fn parse_latex(s: &str) -> Option<Parsed> {
+    let toks = tokenize(s);
+    if toks.len() > MAX_TOKENS {
+        return None;
+    }
     let mut p = Parser {
-        toks: tokenize(s),
+        toks,
         pos: 0,
         depth: 0,
         fuel: 100_000,
+        lex_error: Cell::new(false),
     };
-    p.relation().ok()
+    let parsed = p.relation().ok();
+    if p.lex_error.get() {
+        return None;
+    }
+    parsed
 }
 
 #[cfg(test)]
@@ -449,6 +468,9 @@ mod tests {
         // LL prediction exits the product at `{,` and the top level ignores the rest.
         assert!(parse_latex("1{,}000").is_some());
         assert!(parse_latex("\\2").is_none());
+        // The lexer error is reached while predicting whether the product continues.
+        assert!(parse_latex("1\\\\2").is_none());
+        assert!(parse_latex("\\begin{pmatrix}1\\\\2\\end{pmatrix}").is_none());
         assert!(parse_latex("").is_none());
         assert!(matches!(
             parse_latex("x\\ge3"),
