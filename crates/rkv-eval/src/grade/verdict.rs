@@ -21,14 +21,22 @@ pub struct Verdict {
 
 /// The normalised gold answer of a record.
 ///
-/// With an `answer` field: the text after `####` when there is one (GSM8K), through
-/// `strip_string` twice (`aime24`/`gsm8k`: once in `parse_ground_truth`, once in
-/// `evaluate.py`). Without one: the normalised content of the last `\boxed{}` of the
-/// `solution` (`math`). `None` when the record has neither.
+/// - `answer` with `####` (GSM8K): the text after it through `strip_string` twice (once in
+///   `parse_ground_truth`, once in `evaluate.py`).
+/// - other `answer`: normalised as the reference normalises `\boxed{answer}` (MATH-style
+///   gold, one `strip_string`; the stress set was graded this way). Normalising once
+///   matters: `x \in [-2,7]` keeps its `x\in` (the space hides it from the first pass),
+///   exactly as the gold extracted from the MATH solution does. For AIME's integer answers
+///   once and twice agree.
+/// - no `answer`: the normalised content of the last `\boxed{}` of `solution`.
+///
+/// `None` when the record has neither.
 pub fn gold_from_record(answer: Option<&str>, solution: Option<&str>) -> Option<String> {
     if let Some(a) = answer {
-        let a = a.rsplit("####").next().unwrap_or(a);
-        return Some(strip_string(&strip_string(a)));
+        if let Some((_, after)) = a.rsplit_once("####") {
+            return Some(strip_string(&strip_string(after)));
+        }
+        return Some(extract_answer_once(&format!("\\boxed{{{a}}}")));
     }
     solution.map(|s| extract_answer_once(s.trim()))
 }
@@ -64,6 +72,11 @@ mod tests {
             Some("\\frac{1}{2}")
         );
         assert_eq!(gold_from_record(None, None), None);
+        assert_eq!(
+            gold_from_record(Some("x \\in [-2,7]"), None).as_deref(),
+            Some("x\\in[-2,7]")
+        );
+        assert_eq!(gold_from_record(Some("204"), None).as_deref(), Some("204"));
     }
 
     #[test]
