@@ -1,1 +1,129 @@
-fn main() {}
+//! Kernel throughput: quantised matvec/matmul (weights streamed in GB/s) for
+//! SmolLM2-135M shapes, and the f16 attention dot over a 4096-row cache.
+//! Set `RKV_BENCH_THREADS` (default 1) for the rayon pool size.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rkv_kernels::*;
+
+fn random_q4_1(r: &mut StdRng, n: usize) -> Vec<BlockQ4_1> {
+    (0..n)
+        .map(|_| BlockQ4_1 {
+            d: f16::from_f32(r.gen_range(-0.05..0.05)),
+            m: f16::from_f32(r.gen_range(-0.05..0.05)),
+            qs: std::array::from_fn(|_| r.gen()),
+        })
+        .collect()
+}
+
+fn random_q8_0(r: &mut StdRng, n: usize) -> Vec<BlockQ8_0> {
+    (0..n)
+        .map(|_| BlockQ8_0 {
+            d: f16::from_f32(r.gen_range(-0.05..0.05)),
+            qs: std::array::from_fn(|_| r.gen_range(-127..=127)),
+        })
+        .collect()
+}
+
+fn floats(r: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| r.gen_range(-1.0..1.0)).collect()
+}
+
+fn threads() -> usize {
+    std::env::var("RKV_BENCH_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+}
+
+fn bench_matmul(c: &mut Criterion) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .build()
+        .unwrap();
+    let mut r = StdRng::seed_from_u64(7);
+    let mut g = c.benchmark_group(format!("matmul_t{}", threads()));
+    g.sample_size(10);
+    // (name, rows, cols)
+    for (name, rows, cols) in [
+        ("q4_1_576x576", 576, 576),
+        ("q4_1_1536x576", 1536, 576),
+        ("q4_1_576x1536", 576, 1536),
+    ] {
+        let nb = cols / QK;
+        let w = random_q4_1(&mut r, rows * nb);
+        for n in [1usize, 64] {
+            let xf = floats(&mut r, n * cols);
+            let mut x = vec![BlockQ8_1::default(); n * nb];
+            quantize_row_q8_1(&xf, &mut x).unwrap();
+            let mut out = vec![0.0f32; n * rows];
+            g.throughput(Throughput::Bytes((w.len() * BlockQ4_1::BYTES) as u64));
+            g.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter(|| pool.install(|| matmul_q4_1(&w, rows, &x, n, &mut out).unwrap()))
+            });
+        }
+    }
+    let (rows, cols) = (49152, 576);
+    let nb = cols / QK;
+    let w = random_q8_0(&mut r, rows * nb);
+    for n in [1usize, 64] {
+        let xf = floats(&mut r, n * cols);
+        let mut x = vec![BlockQ8_0::default(); n * nb];
+        quantize_row_q8_0(&xf, &mut x).unwrap();
+        let mut out = vec![0.0f32; n * rows];
+        g.throughput(Throughput::Bytes((w.len() * BlockQ8_0::BYTES) as u64));
+        g.bench_function(BenchmarkId::new("q8_0_49152x576", n), |b| {
+            b.iter(|| pool.install(|| matmul_q8_0(&w, rows, &x, n, &mut out).unwrap()))
+        });
+    }
+    g.finish();
+}
+
+fn bench_attn(c: &mut Criterion) {
+    let mut r = StdRng::seed_from_u64(8);
+    let (rows, d) = (4096, 64);
+    let k: Vec<f16> = floats(&mut r, rows * d)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
+    let q = floats(&mut r, 3 * d);
+    let mut scores = vec![0.0f32; 3 * rows];
+    let mut g = c.benchmark_group("attn");
+    g.sample_size(10);
+    g.throughput(Throughput::Bytes((k.len() * 2) as u64));
+    g.bench_function("dot_f16_d64_x4096", |b| {
+        b.iter(|| {
+            for (s, kr) in scores.iter_mut().zip(k.chunks_exact(d)) {
+                *s = dot_f16(kr, &q[..d]);
+            }
+        })
+    });
+    g.bench_function("dot_f16_multi_g3_d64_x4096", |b| {
+        b.iter(|| {
+            for (s, kr) in scores.chunks_exact_mut(3).zip(k.chunks_exact(d)) {
+                dot_f16_multi(kr, &q, s);
+            }
+        })
+    });
+    let mut s3 = vec![0.0f32; 3 * rows];
+    g.bench_function("gqa_scores_f16_g3_d64_x4096", |b| {
+        b.iter(|| gqa_scores_f16(&k, d, d, &q, &mut s3))
+    });
+    let mut o3 = vec![0.0f32; 3 * d];
+    g.bench_function("gqa_weighted_sum_f16_g3_d64_x4096", |b| {
+        b.iter(|| gqa_weighted_sum_f16(&k, d, d, &s3, &mut o3))
+    });
+    let mut acc = vec![0.0f32; d];
+    g.bench_function("axpy_f16_d64_x4096", |b| {
+        b.iter(|| {
+            for (s, vr) in scores.iter().zip(k.chunks_exact(d)) {
+                axpy_f16(&mut acc, *s, vr);
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_matmul, bench_attn);
+criterion_main!(benches);

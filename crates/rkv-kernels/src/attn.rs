@@ -66,6 +66,12 @@ pub mod scalar {
             *o = dot_f16(k, q);
         }
     }
+    /// `ys[h*d..(h+1)*d] += a[h] * x`, `d = x.len()`.
+    pub fn axpy_f16_multi(ys: &mut [f32], a: &[f32], x: &[f16]) {
+        for (y, &ah) in ys.chunks_exact_mut(x.len().max(1)).zip(a) {
+            axpy_f16(y, ah, x);
+        }
+    }
     /// `dst[i] = f16(src[i])`, round to nearest even.
     pub fn f32_to_f16_slice(src: &[f32], dst: &mut [f16]) {
         for (o, v) in dst.iter_mut().zip(src) {
@@ -134,6 +140,22 @@ pub fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
         "dot_f16_multi: qs is not [g, d]"
     );
     dispatch!(dot_f16_multi(k, qs, out))
+}
+
+/// GQA accumulation: one value row `x` (length `d`) added into the
+/// `g = a.len()` head outputs `ys` (`[g, d]`): `ys[h] += a[h] * x`. The value
+/// row is read (and converted) once for all `g` heads.
+///
+/// # Panics
+/// If `ys.len() != a.len() * x.len()`.
+#[inline]
+pub fn axpy_f16_multi(ys: &mut [f32], a: &[f32], x: &[f16]) {
+    assert_eq!(
+        ys.len(),
+        a.len() * x.len(),
+        "axpy_f16_multi: ys is not [g, d]"
+    );
+    dispatch!(axpy_f16_multi(ys, a, x))
 }
 
 /// Converts f32 to f16 (round to nearest even).

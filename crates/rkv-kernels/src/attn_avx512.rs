@@ -113,35 +113,125 @@ pub(crate) fn axpy_f32(y: &mut [f32], a: f32, x: &[f32]) {
     axpy(y, a, x)
 }
 
-/// Heads per pass of `dot_f16_multi` (accumulators kept in registers).
-const MAX_G: usize = 8;
+/// `out[h] = dot(k, qs[h*d..])` for `G` heads at once (`d = k.len()`); the
+/// key is loaded and converted once per 16 lanes for all `G` heads.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+fn dot_heads<const G: usize>(k: &[f16], qs: &[f32], out: &mut [f32]) {
+    let d = k.len();
+    let n = G.min(out.len()).min(qs.len() / d.max(1));
+    if n < G {
+        // Only reachable by misuse: fall back to one head at a time.
+        for (o, q) in out.iter_mut().zip(qs.chunks_exact(d.max(1))) {
+            *o = dot(k, q);
+        }
+        return;
+    }
+    let mut acc = [_mm512_setzero_ps(); G];
+    let mut i = 0;
+    while i < d {
+        let m = mask(d - i);
+        // SAFETY: the mask selects lanes i..min(i+16, d) of k, and of each
+        // head h < G <= qs.len() / d, whose lanes end at or before (h+1)*d.
+        unsafe {
+            let kv = f16::load(k.as_ptr().add(i), m);
+            for (h, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(kv, f32::load(qs.as_ptr().add(h * d + i), m), *a);
+            }
+        }
+        i += 16;
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        *o = _mm512_reduce_add_ps(a);
+    }
+}
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(crate) fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
-    let d = k.len();
-    if d == 0 {
+    if k.is_empty() {
         out.iter_mut().for_each(|o| *o = 0.0);
         return;
     }
-    let g = out.len().min(qs.len() / d);
-    for h0 in (0..g).step_by(MAX_G) {
-        let hn = (g - h0).min(MAX_G);
-        let mut acc = [_mm512_setzero_ps(); MAX_G];
-        let mut i = 0;
-        while i < d {
-            let m = mask(d - i);
-            // SAFETY: lanes i..min(i+16, d) of k are in bounds.
-            let kv = unsafe { f16::load(k.as_ptr().add(i), m) };
-            for (h, a) in acc.iter_mut().enumerate().take(hn) {
-                // SAFETY: (h0+h)*d + i + lanes <= g*d <= qs.len().
-                let qv = unsafe { f32::load(qs.as_ptr().add((h0 + h) * d + i), m) };
-                *a = _mm512_fmadd_ps(kv, qv, *a);
+    let d = k.len();
+    let mut h = 0;
+    while h < out.len() {
+        let (o, q) = (&mut out[h..], &qs[(h * d).min(qs.len())..]);
+        h += match o.len() {
+            1 => {
+                dot_heads::<1>(k, q, o);
+                1
             }
-            i += 16;
+            2 => {
+                dot_heads::<2>(k, q, o);
+                2
+            }
+            3 => {
+                dot_heads::<3>(k, q, o);
+                3
+            }
+            _ => {
+                dot_heads::<4>(k, q, &mut o[..4]);
+                4
+            }
+        };
+    }
+}
+
+/// `ys[h*d..] += a[h] * x` for `G` heads at once (`d = x.len()`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+fn axpy_heads<const G: usize>(ys: &mut [f32], a: &[f32], x: &[f16]) {
+    let d = x.len();
+    if a.len() < G || ys.len() < G * d {
+        // Only reachable by misuse: fall back to one head at a time.
+        for (y, &ah) in ys.chunks_exact_mut(d.max(1)).zip(a) {
+            axpy(y, ah, x);
         }
-        for h in 0..hn {
-            out[h0 + h] = _mm512_reduce_add_ps(acc[h]);
+        return;
+    }
+    let av: [__m512; G] = std::array::from_fn(|h| _mm512_set1_ps(a[h]));
+    let yp = ys.as_mut_ptr();
+    let mut i = 0;
+    while i < d {
+        let m = mask(d - i);
+        // SAFETY: the mask selects lanes i..min(i+16, d) of x and of each
+        // head row h < G of ys (G * d <= ys.len(), checked above).
+        unsafe {
+            let xv = f16::load(x.as_ptr().add(i), m);
+            for (h, ah) in av.iter().enumerate() {
+                let p = yp.add(h * d + i);
+                _mm512_mask_storeu_ps(p, m, _mm512_fmadd_ps(*ah, xv, f32::load(p, m)));
+            }
         }
+        i += 16;
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(crate) fn axpy_f16_multi(ys: &mut [f32], a: &[f32], x: &[f16]) {
+    let d = x.len().max(1);
+    let mut h = 0;
+    while h < a.len() {
+        let start = (h * d).min(ys.len());
+        let (y, ah) = (&mut ys[start..], &a[h..]);
+        h += match ah.len() {
+            1 => {
+                axpy_heads::<1>(y, ah, x);
+                1
+            }
+            2 => {
+                axpy_heads::<2>(y, ah, x);
+                2
+            }
+            3 => {
+                axpy_heads::<3>(y, ah, x);
+                3
+            }
+            _ => {
+                axpy_heads::<4>(y, &ah[..4], x);
+                4
+            }
+        };
     }
 }
 

@@ -25,11 +25,13 @@ pub mod dot;
 ))]
 mod dot_avx2;
 pub mod error;
+pub mod gqa;
 pub mod matmul;
 pub mod quantize;
 
 pub use attn::{
-    axpy_f16, axpy_f32, dot_f16, dot_f16_multi, dot_f32, f16_to_f32_slice, f32_to_f16_slice,
+    axpy_f16, axpy_f16_multi, axpy_f32, dot_f16, dot_f16_multi, dot_f32, f16_to_f32_slice,
+    f32_to_f16_slice,
 };
 pub use blocks::{
     blocks_from_bytes, dequantize_row_q4_0, dequantize_row_q4_1, dequantize_row_q8_0,
@@ -40,6 +42,7 @@ pub use dot::{
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
 };
 pub use error::KernelError;
+pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
 pub use half::f16;
 pub use matmul::{matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
 pub use quantize::{

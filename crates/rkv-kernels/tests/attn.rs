@@ -54,7 +54,14 @@ fn axpy_matches_scalar() {
 #[test]
 fn multi_query_dot_matches_single() {
     let mut r = rng(13);
-    for (g, d) in [(1usize, 64usize), (3, 64), (8, 32), (9, 17), (12, 128)] {
+    for (g, d) in [
+        (2usize, 0usize),
+        (1, 64),
+        (3, 64),
+        (8, 32),
+        (9, 17),
+        (12, 128),
+    ] {
         let k = to_f16(&floats(&mut r, d, 1.0));
         let qs = floats(&mut r, g * d, 1.0);
         let mut out = vec![0.0; g];
@@ -82,5 +89,19 @@ fn slice_conversions_match_half() {
     f16_to_f32_slice(&h, &mut back);
     for (a, b) in h.iter().zip(&back) {
         assert_eq!(a.to_f32().to_bits(), b.to_bits());
+    }
+}
+
+#[test]
+fn multi_axpy_matches_single() {
+    let mut r = rng(15);
+    for (g, d) in [(1usize, 64usize), (3, 64), (5, 17), (9, 128)] {
+        let x = to_f16(&floats(&mut r, d, 1.0));
+        let a = floats(&mut r, g, 1.0);
+        let y0 = floats(&mut r, g * d, 1.0);
+        let (mut ys, mut want) = (y0.clone(), y0);
+        axpy_f16_multi(&mut ys, &a, &x);
+        scalar::axpy_f16_multi(&mut want, &a, &x);
+        assert_eq!(ys, want, "g={g} d={d}");
     }
 }
