@@ -61,6 +61,8 @@ pub enum PolicyError {
     WindowMismatch { observed: usize, configured: usize },
     #[error("head state describes {described} slots but the cache holds only {len}")]
     StateAhead { described: usize, len: usize },
+    #[error("head state has a key sum of width {state} but head_dim is {head_dim}")]
+    StateDim { state: usize, head_dim: usize },
     #[error("kept slot {slot} is outside the cache of {len} slots")]
     KeptOutOfRange { slot: usize, len: usize },
     #[error("cache of {len} slots is too long for the redundancy bookkeeping")]
@@ -151,12 +153,12 @@ pub fn validate_observation(
 
 /// R-KV / SnapKV scores of one head. `obs.len` must be `>= cfg.budget` (validated);
 /// with [`RedundancyPath::Fast`] the returned pass must be committed to the state.
-pub fn score_head(
+pub fn score_head<'a>(
     cfg: &CompressionConfig,
-    obs: &HeadObservation<'_>,
+    obs: &HeadObservation<'a>,
     state: &HeadState,
     path: RedundancyPath,
-) -> Result<(HeadScores, Option<FastRedundancy>), PolicyError> {
+) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     validate_observation(cfg, obs)?;
     let n = obs.len.saturating_sub(obs.window);
     let importance =

@@ -10,7 +10,7 @@
 //!
 //! Must not know: importance, budgets, selection, state kept between compressions.
 
-use super::cosine::{normalize_keys, CosineRows};
+use super::cosine::{inv_norms, CosineRows};
 
 /// Everything the redundancy computation decides for one head.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,9 +50,10 @@ pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f6
 ///
 /// `keys`: `[len, dim]` post-RoPE keys of one head in slot (position) order.
 pub fn redundancy_oracle(keys: &[f32], dim: usize, threshold: f32, window: usize) -> Redundancy {
-    let normed = normalize_keys(keys, dim);
+    let inv = inv_norms(keys, dim);
     let s = CosineRows {
-        normed: &normed,
+        keys,
+        inv_norm: &inv,
         dim,
     };
     let len = s.len();

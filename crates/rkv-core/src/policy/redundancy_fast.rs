@@ -3,14 +3,16 @@
 //! oracle is the reference this file must reproduce exactly).
 //!
 //! Owns: [`HeadState`] (per sequence, layer and KV head: each resident slot's latest
-//! similar slot `r(i)`, resolved over the resident slots) and the incremental update:
+//! similar slot `r(i)` resolved over the resident slots, the entry `S[i][r(i)]`, the
+//! inverse key norms, and the f64 sum of the normalised keys) and the incremental update:
 //! - column sums of the zero-diagonal cosine matrix as `k̂_j . (sum_i k̂_i) - ||k̂_j||^2`
 //!   in O(L d), minus the one zeroed entry `S[i][r(i)]` of every row;
 //! - `r(i)` for the slots appended since the last compression by a descending scan over
 //!   all slots (stopping at the first match), and for older rows a descending scan over
 //!   the new slots only (new slots have larger indices, so a match there wins);
 //! - after a compression, `r(i)` remapped to the kept slots, with a re-search (below the
-//!   evicted `r(i)`) only for rows whose `r(i)` was evicted.
+//!   evicted `r(i)`) only for rows whose `r(i)` was evicted; the key sum loses the
+//!   evicted slots.
 //!
 //! Threshold decisions use [`super::cosine`], the same entry function as the oracle, so
 //! every `r(i)` equals the oracle's bit for bit; only the column sums' summation order
@@ -20,7 +22,7 @@
 //! at the next compression, slot `i` of the cache is `kept[i]` of this one for every
 //! `i < kept.len()`, with bit-identical keys, and newer slots follow.
 
-use super::cosine::{normalize_keys, CosineRows};
+use super::cosine::{dot_mixed, inv_norm, CosineRows};
 use super::redundancy::{redundancy_from_column_sums, zeroed_column};
 use super::PolicyError;
 
@@ -29,11 +31,17 @@ const NO_MATCH: u32 = u32::MAX;
 
 /// Redundancy bookkeeping kept between compressions for one (sequence, layer, KV head).
 /// Start each new sequence with [`HeadState::new`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HeadState {
     /// `[n_described]` latest similar slot of each of the first `n_described` slots,
     /// resolved over those slots only; `NO_MATCH` when there is none.
     latest: Vec<u32>,
+    /// `[n_described]` the entry `S[i][r(i)]` (unused where `latest` is `NO_MATCH`).
+    latest_entry: Vec<f32>,
+    /// `[n_described]` inverse key norms.
+    inv_norm: Vec<f32>,
+    /// `[d]` sum of the normalised keys of the described slots (empty when none).
+    key_sum: Vec<f64>,
 }
 
 impl HeadState {
@@ -49,7 +57,7 @@ impl HeadState {
 
     /// Forget everything (the next compression computes from scratch).
     pub fn reset(&mut self) {
-        self.latest.clear();
+        *self = Self::default();
     }
 
     /// The stored `r(i)` of the described slots (`None`: no similar slot). For tests.
@@ -63,41 +71,45 @@ fn from_u32(r: u32) -> Option<usize> {
     (r != NO_MATCH).then_some(r as usize)
 }
 
-#[inline]
-fn to_u32(r: Option<usize>) -> u32 {
-    // Lengths are checked to fit below NO_MATCH before any state is built.
-    r.map_or(NO_MATCH, |j| j as u32)
-}
-
 /// One incremental redundancy computation, ready to be committed once the kept set is
 /// known.
 #[derive(Debug, Clone)]
-pub struct FastRedundancy {
+pub struct FastRedundancy<'a> {
     /// `[L - w]` redundancy of the candidates.
     pub redundancy: Vec<f64>,
     /// `[L]` latest similar slot of every row over all `L` slots.
     pub latest: Vec<Option<usize>>,
-    /// `[L, d]` normalised keys.
-    normed: Vec<f32>,
+    /// `[L]` the entry `S[i][r(i)]` (`S[i][0]` for a row without a match).
+    zeroed_entry: Vec<f32>,
+    /// `[L]` inverse key norms.
+    inv_norm: Vec<f32>,
+    /// `[d]` sum of all `L` normalised keys.
+    key_sum: Vec<f64>,
+    /// `[L, d]` the keys.
+    keys: &'a [f32],
     dim: usize,
     threshold: f32,
 }
 
-/// Compute redundancy for the `L = keys.len() / dim` slots, reusing `state`'s `r(i)` for
-/// the first `state.described()` slots. `keys`: `[L, d]`.
-pub fn redundancy_incremental(
-    keys: &[f32],
+/// Add `sign * inv * key` to `sum` (f64).
+#[inline]
+fn accumulate(sum: &mut [f64], key: &[f32], inv: f32, sign: f64) {
+    let scale = sign * f64::from(inv);
+    for (t, &x) in sum.iter_mut().zip(key) {
+        *t += f64::from(x) * scale;
+    }
+}
+
+/// Compute redundancy for the `L = keys.len() / dim` slots, reusing `state` for the first
+/// `state.described()` slots. `keys`: `[L, d]`.
+pub fn redundancy_incremental<'a>(
+    keys: &'a [f32],
     dim: usize,
     threshold: f32,
     window: usize,
     state: &HeadState,
-) -> Result<FastRedundancy, PolicyError> {
-    let normed = normalize_keys(keys, dim);
-    let s = CosineRows {
-        normed: &normed,
-        dim,
-    };
-    let len = s.len();
+) -> Result<FastRedundancy<'a>, PolicyError> {
+    let len = keys.len().checked_div(dim).unwrap_or(0);
     if len >= NO_MATCH as usize {
         return Err(PolicyError::TooLong { len });
     }
@@ -108,62 +120,94 @@ pub fn redundancy_incremental(
             len,
         });
     }
+    let mut key_sum = if old == 0 {
+        vec![0.0; dim]
+    } else {
+        state.key_sum.clone()
+    };
+    if key_sum.len() != dim {
+        return Err(PolicyError::StateDim {
+            state: key_sum.len(),
+            head_dim: dim,
+        });
+    }
+    let mut inv = Vec::with_capacity(len);
+    inv.extend_from_slice(&state.inv_norm);
+    for key in keys[old * dim..len * dim].chunks_exact(dim) {
+        let v = inv_norm(key);
+        accumulate(&mut key_sum, key, v, 1.0);
+        inv.push(v);
+    }
+    let s = CosineRows {
+        keys,
+        inv_norm: &inv,
+        dim,
+    };
     let mut latest = Vec::with_capacity(len);
+    let mut zeroed_entry = Vec::with_capacity(len);
     // Old rows: a match among the new slots (descending) beats the stored one.
-    for (i, &stored) in state.latest.iter().enumerate() {
-        let r = s
-            .latest_match(i, threshold, (old..len).rev())
-            .or(from_u32(stored));
-        latest.push(r);
+    for i in 0..old {
+        let hit = s.latest_match(i, threshold, (old..len).rev());
+        let stored = from_u32(state.latest[i]).map(|r| (r, state.latest_entry[i]));
+        let r = hit.or(stored);
+        latest.push(r.map(|(j, _)| j));
+        zeroed_entry.push(r.map_or_else(|| s.entry(i, 0), |(_, v)| v));
     }
     // New rows: search everything, newest first.
     for i in old..len {
-        latest.push(s.latest_match(i, threshold, (0..len).rev()));
+        let r = s.latest_match(i, threshold, (0..len).rev());
+        latest.push(r.map(|(j, _)| j));
+        zeroed_entry.push(r.map_or_else(|| s.entry(i, 0), |(_, v)| v));
     }
-    let column_sums = column_sums_fast(&s, &latest);
+    let column_sums = column_sums_fast(&s, &key_sum, &latest, &zeroed_entry);
     let redundancy = redundancy_from_column_sums(&column_sums, window);
     Ok(FastRedundancy {
         redundancy,
         latest,
-        normed,
+        zeroed_entry,
+        inv_norm: inv,
+        key_sum,
+        keys,
         dim,
         threshold,
     })
 }
 
-/// Column sums of `S` (zero diagonal) after each row zeroes `S[i][r(i)]`, in O(L d).
-fn column_sums_fast(s: &CosineRows<'_>, latest: &[Option<usize>]) -> Vec<f64> {
-    let dim = s.dim;
-    let mut total = vec![0.0f64; dim];
-    for i in 0..s.len() {
-        for (t, &x) in total.iter_mut().zip(s.row(i)) {
-            *t += f64::from(x);
-        }
-    }
+/// Column sums of `S` (zero diagonal) after each row zeroes `S[i][r(i)]`, in O(L d):
+/// `c_j = k̂_j . sum - ||k̂_j||^2 - (entries of the rows zeroing column j)`.
+fn column_sums_fast(
+    s: &CosineRows<'_>,
+    key_sum: &[f64],
+    latest: &[Option<usize>],
+    zeroed: &[f32],
+) -> Vec<f64> {
     let mut sums: Vec<f64> = (0..s.len())
         .map(|j| {
-            let row = s.row(j);
-            let with_self: f64 = row.iter().zip(&total).map(|(&x, t)| f64::from(x) * t).sum();
-            let self_dot: f64 = row.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
-            with_self - self_dot
+            // ||k̂_j||^2 from the inverse norm: (||k|| / (||k|| + 1e-8))^2.
+            let inv = f64::from(s.inv_norm[j]);
+            let self_sq = ((1.0 / inv - 1e-8).max(0.0) * inv).powi(2);
+            inv * dot_mixed(s.row(j), key_sum) - self_sq
         })
         .collect();
-    for (i, &r) in latest.iter().enumerate() {
+    for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
         let j = zeroed_column(r);
         if let Some(c) = sums.get_mut(j) {
-            *c -= f64::from(s.entry(i, j));
+            if i != j {
+                *c -= f64::from(v);
+            }
         }
     }
     sums
 }
 
-impl FastRedundancy {
+impl FastRedundancy<'_> {
     /// Record the kept slots (ascending indices into this cache) in `state`: each kept
     /// row's `r(i)` remapped to the new indices, re-searched among the kept slots below
-    /// it when `r(i)` itself was evicted.
+    /// it when `r(i)` itself was evicted; the key sum loses the evicted slots.
     pub fn commit(&self, kept: &[usize], state: &mut HeadState) -> Result<(), PolicyError> {
         let s = CosineRows {
-            normed: &self.normed,
+            keys: self.keys,
+            inv_norm: &self.inv_norm,
             dim: self.dim,
         };
         let len = self.latest.len();
@@ -174,22 +218,33 @@ impl FastRedundancy {
                 .ok_or(PolicyError::KeptOutOfRange { slot: i, len })?;
             *slot = a as u32;
         }
-        let mut next = Vec::with_capacity(kept.len());
+        let mut latest = Vec::with_capacity(kept.len());
+        let mut latest_entry = Vec::with_capacity(kept.len());
         for &i in kept {
-            let r = match self.latest[i] {
-                None => NO_MATCH,
-                Some(j) if new_index[j] != NO_MATCH => new_index[j],
+            let (r, v) = match self.latest[i] {
+                None => (NO_MATCH, 0.0),
+                Some(j) if new_index[j] != NO_MATCH => (new_index[j], self.zeroed_entry[i]),
                 Some(j) => {
                     // Kept slots below the evicted r(i), newest first.
                     let below = kept.partition_point(|&x| x < j);
                     let hit =
                         s.latest_match(i, self.threshold, kept[..below].iter().rev().copied());
-                    to_u32(hit.map(|h| new_index[h] as usize))
+                    hit.map_or((NO_MATCH, 0.0), |(h, v)| (new_index[h], v))
                 }
             };
-            next.push(r);
+            latest.push(r);
+            latest_entry.push(v);
         }
-        state.latest = next;
+        let mut key_sum = self.key_sum.clone();
+        for (e, &idx) in new_index.iter().enumerate() {
+            if idx == NO_MATCH {
+                accumulate(&mut key_sum, s.row(e), self.inv_norm[e], -1.0);
+            }
+        }
+        state.inv_norm = kept.iter().map(|&i| self.inv_norm[i]).collect();
+        state.latest = latest;
+        state.latest_entry = latest_entry;
+        state.key_sum = key_sum;
         Ok(())
     }
 }
@@ -266,7 +321,17 @@ mod tests {
                 len: 2
             }
         ));
+        let wide = [0.5f32; 24];
+        let err = redundancy_incremental(&wide, 4, 0.5, 1, &state).unwrap_err();
+        assert!(matches!(
+            err,
+            PolicyError::StateDim {
+                state: 2,
+                head_dim: 4
+            }
+        ));
         state.reset();
         assert_eq!(state.described(), 0);
+        assert!(redundancy_incremental(&wide, 4, 0.5, 1, &state).is_ok());
     }
 }
