@@ -1,1 +1,51 @@
-fn main() {}
+//! `rkv`: the one binary. The only place that reads the environment and command line;
+//! everything below gets typed, validated configuration.
+
+mod args;
+mod bench;
+mod fetch;
+mod generate;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "rkv",
+    version,
+    about = "Reasoning-model inference with a bounded KV cache (R-KV)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate text from a prompt
+    Generate(generate::GenerateArgs),
+    /// Put the default model (SmolLM2-135M-Instruct Q4_1) into the model cache
+    Fetch {
+        /// Download again even if present
+        #[arg(long)]
+        force: bool,
+    },
+    /// Benchmarks
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Generate(a) => generate::run(a),
+        Cmd::Fetch { force } => {
+            fetch::fetch_default_model(force).map(|p| println!("{}", p.display()))
+        }
+        Cmd::Bench(b) => bench::run(b),
+    };
+    if let Err(e) = res {
+        let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+        eprintln!("error: {}", msg.join(": "));
+        std::process::exit(1);
+    }
+}

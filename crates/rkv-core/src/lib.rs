@@ -4,6 +4,7 @@
 //! and the block pool with per-slot positions. Plain slices in, indices out.
 //! Must not know: tensors, models, tokio, files, environment variables.
 
+pub mod block_pool;
 pub mod config;
 pub mod policy;
 

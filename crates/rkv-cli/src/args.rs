@@ -1,0 +1,137 @@
+//! Command-line argument groups shared by subcommands, and their translation into the
+//! typed configurations of the libraries (validated once, here).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_engine::{KvDtype, SamplingParams};
+use rkv_model::{LoadedModel, WeightMode};
+
+use crate::fetch;
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// GGUF file or Hugging Face directory; omitted = the default model (fetched if absent)
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Weight precision: `native` runs quantised matmuls, `f32` dequantises (reference mode)
+    #[arg(long, default_value = "native", value_parser = ["native", "f32"])]
+    pub dtype: String,
+    /// Worker threads (default: all cores)
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl ModelArgs {
+    pub fn load(&self) -> Result<LoadedModel> {
+        if let Some(n) = self.threads {
+            if n == 0 {
+                anyhow::bail!("--threads must be at least 1");
+            }
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build_global()
+                .context("cannot set up the thread pool")?;
+        }
+        let path = match &self.model {
+            Some(p) => p.clone(),
+            None => fetch::ensure_default_model()?,
+        };
+        let mode = match self.dtype.as_str() {
+            "f32" => WeightMode::F32,
+            _ => WeightMode::Native,
+        };
+        rkv_model::load(&path, mode)
+            .with_context(|| format!("cannot load model {}", path.display()))
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct KvArgs {
+    /// KV storage precision
+    #[arg(long, default_value = "f16", value_parser = ["f16", "f32"])]
+    pub kv_dtype: String,
+    /// KV policy: full|rkv|snapkv|h2o|streamingllm
+    #[arg(long, default_value = "full")]
+    pub kv_policy: String,
+    /// Slots kept per layer and KV head after a compression (window included)
+    #[arg(long, default_value_t = 1024)]
+    pub kv_budget: usize,
+    /// Slots that accumulate above the budget before compressing
+    #[arg(long, default_value_t = 128)]
+    pub kv_buffer: usize,
+    /// Observation window (most recent tokens whose queries score the cache)
+    #[arg(long, default_value_t = 8)]
+    pub kv_window: usize,
+    /// R-KV mixing weight: score = lambda * importance - (1 - lambda) * redundancy
+    #[arg(long, default_value_t = 0.1)]
+    pub rkv_lambda: f32,
+    /// R-KV cosine threshold for the latest similar slot
+    #[arg(long, default_value_t = 0.5)]
+    pub rkv_threshold: f32,
+}
+
+impl KvArgs {
+    pub fn kv_dtype(&self) -> KvDtype {
+        if self.kv_dtype == "f32" {
+            KvDtype::F32
+        } else {
+            KvDtype::F16
+        }
+    }
+
+    pub fn compression(&self) -> Result<CompressionConfig> {
+        let policy: PolicyKind = self
+            .kv_policy
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--kv-policy: {e}"))?;
+        let cfg = CompressionConfig {
+            policy,
+            budget: self.kv_budget,
+            buffer: self.kv_buffer,
+            window: self.kv_window,
+            lambda: self.rkv_lambda,
+            threshold: self.rkv_threshold,
+            ..CompressionConfig::default()
+        };
+        if policy != PolicyKind::Full {
+            cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        Ok(cfg)
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// 0 = greedy
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// 0 = off
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    pub fn params(&self) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            seed: self.seed,
+        }
+    }
+}
+
+/// Peak resident memory of this process, from /proc (Linux), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,249 @@
+//! The block pool and block tables: which fixed-size blocks of KV memory a sequence owns.
+//!
+//! Owns block-id bookkeeping and memory accounting only (vLLM's `BlockPool`, mistral.rs'
+//! block engine): a block holds `block_size` slots for every layer and KV head of one
+//! sequence. Slot `s` of a sequence lives in block `table[s / block_size]` at offset
+//! `s % block_size`. Compaction keeps every (layer, head) at the same count, so a sequence
+//! shrinks by returning whole tail blocks.
+//! Must not know: tensors, dtypes, layers, positions, policies.
+
+use thiserror::Error;
+
+/// Index of a block in the pool's storage.
+pub type BlockId = u32;
+
+/// Errors of block bookkeeping. Running out of blocks is a normal outcome the scheduler
+/// handles (queue or refuse), never a panic.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PoolError {
+    #[error("out of KV blocks: need {needed}, {free} free of {total}")]
+    OutOfBlocks {
+        needed: usize,
+        free: usize,
+        total: usize,
+    },
+    #[error("block {0} is not allocated")]
+    NotAllocated(BlockId),
+    #[error("cannot shrink to {new_len} slots: only {len} are resident")]
+    BadShrink { new_len: usize, len: usize },
+}
+
+/// A fixed set of blocks handed out and taken back; tensor-free.
+#[derive(Debug, Clone)]
+pub struct BlockPool {
+    block_size: usize,
+    n_blocks: usize,
+    free: Vec<BlockId>,   // LIFO stack of free ids: reuse warm blocks first
+    allocated: Vec<bool>, // [n_blocks]
+    peak_used: usize,
+}
+
+impl BlockPool {
+    /// A pool of `n_blocks` blocks of `block_size` slots each.
+    pub fn new(n_blocks: usize, block_size: usize) -> Self {
+        let block_size = block_size.max(1);
+        Self {
+            block_size,
+            n_blocks,
+            free: (0..n_blocks as BlockId).rev().collect(),
+            allocated: vec![false; n_blocks],
+            peak_used: 0,
+        }
+    }
+
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    pub fn n_blocks(&self) -> usize {
+        self.n_blocks
+    }
+
+    pub fn n_free(&self) -> usize {
+        self.free.len()
+    }
+
+    pub fn n_used(&self) -> usize {
+        self.n_blocks - self.free.len()
+    }
+
+    /// The largest number of blocks in use at once since the pool was made.
+    pub fn peak_used(&self) -> usize {
+        self.peak_used
+    }
+
+    /// Blocks needed to hold `slots` slots.
+    pub fn blocks_for(&self, slots: usize) -> usize {
+        slots.div_ceil(self.block_size)
+    }
+
+    /// Takes `n` blocks, all or none.
+    pub fn allocate(&mut self, n: usize) -> Result<Vec<BlockId>, PoolError> {
+        if n > self.free.len() {
+            return Err(PoolError::OutOfBlocks {
+                needed: n,
+                free: self.free.len(),
+                total: self.n_blocks,
+            });
+        }
+        let ids: Vec<BlockId> = (0..n).filter_map(|_| self.free.pop()).collect();
+        for &id in &ids {
+            self.allocated[id as usize] = true;
+        }
+        self.peak_used = self.peak_used.max(self.n_used());
+        Ok(ids)
+    }
+
+    /// Returns blocks to the pool. Fails, changing nothing, if any id is not allocated.
+    pub fn release(&mut self, ids: &[BlockId]) -> Result<(), PoolError> {
+        if let Some(&bad) = ids
+            .iter()
+            .find(|&&id| !self.allocated.get(id as usize).copied().unwrap_or(false))
+        {
+            return Err(PoolError::NotAllocated(bad));
+        }
+        for &id in ids.iter().rev() {
+            self.allocated[id as usize] = false;
+            self.free.push(id);
+        }
+        Ok(())
+    }
+}
+
+/// The blocks one sequence owns, in slot order, and how many slots are resident.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockTable {
+    blocks: Vec<BlockId>,
+    len: usize,
+}
+
+impl BlockTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Resident slots (per layer and KV head; every head holds the same count).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn blocks(&self) -> &[BlockId] {
+        &self.blocks
+    }
+
+    /// Where slot `slot` lives: (block id, offset in block). `None` past the end.
+    pub fn locate(&self, slot: usize, block_size: usize) -> Option<(BlockId, usize)> {
+        if slot >= self.len {
+            return None;
+        }
+        let b = *self.blocks.get(slot / block_size)?;
+        Some((b, slot % block_size))
+    }
+
+    /// Grows the table so that `extra` more slots fit, taking blocks from `pool`.
+    /// All or nothing: on error the table and the pool are unchanged.
+    pub fn grow(&mut self, pool: &mut BlockPool, extra: usize) -> Result<(), PoolError> {
+        let new_len = self.len + extra;
+        let need = pool.blocks_for(new_len).saturating_sub(self.blocks.len());
+        let ids = pool.allocate(need)?;
+        self.blocks.extend(ids);
+        self.len = new_len;
+        Ok(())
+    }
+
+    /// Blocks that growing by `extra` slots would take from the pool.
+    pub fn blocks_needed(&self, pool: &BlockPool, extra: usize) -> usize {
+        pool.blocks_for(self.len + extra)
+            .saturating_sub(self.blocks.len())
+    }
+
+    /// Shrinks to `new_len` slots (after compaction moved the kept rows to the front) and
+    /// returns the freed tail blocks to the pool.
+    pub fn shrink(&mut self, pool: &mut BlockPool, new_len: usize) -> Result<(), PoolError> {
+        if new_len > self.len {
+            return Err(PoolError::BadShrink {
+                new_len,
+                len: self.len,
+            });
+        }
+        let keep = pool.blocks_for(new_len);
+        let tail: Vec<BlockId> = self.blocks.split_off(keep);
+        pool.release(&tail)?;
+        self.len = new_len;
+        Ok(())
+    }
+
+    /// Returns every block to the pool.
+    pub fn clear(&mut self, pool: &mut BlockPool) -> Result<(), PoolError> {
+        self.shrink(pool, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocate_is_all_or_nothing() {
+        let mut pool = BlockPool::new(4, 16);
+        let a = pool.allocate(3).unwrap();
+        assert_eq!(a, vec![0, 1, 2]);
+        assert_eq!(
+            pool.allocate(2),
+            Err(PoolError::OutOfBlocks {
+                needed: 2,
+                free: 1,
+                total: 4
+            })
+        );
+        assert_eq!(pool.n_free(), 1);
+        assert_eq!(pool.peak_used(), 3);
+    }
+
+    #[test]
+    fn release_rejects_unknown_and_double_free() {
+        let mut pool = BlockPool::new(2, 8);
+        let a = pool.allocate(1).unwrap();
+        assert_eq!(pool.release(&[1]), Err(PoolError::NotAllocated(1)));
+        assert_eq!(pool.release(&[7]), Err(PoolError::NotAllocated(7)));
+        pool.release(&a).unwrap();
+        assert_eq!(pool.release(&a), Err(PoolError::NotAllocated(0)));
+        assert_eq!(pool.n_free(), 2);
+    }
+
+    #[test]
+    fn table_grows_locates_and_shrinks() {
+        let mut pool = BlockPool::new(8, 4);
+        let mut t = BlockTable::new();
+        t.grow(&mut pool, 5).unwrap();
+        assert_eq!(t.len(), 5);
+        assert_eq!(t.blocks(), &[0, 1]);
+        assert_eq!(t.locate(4, 4), Some((1, 0)));
+        assert_eq!(t.locate(5, 4), None);
+        assert_eq!(t.blocks_needed(&pool, 3), 0);
+        assert_eq!(t.blocks_needed(&pool, 4), 1);
+        t.grow(&mut pool, 7).unwrap();
+        assert_eq!(t.blocks(), &[0, 1, 2]);
+        t.shrink(&mut pool, 4).unwrap();
+        assert_eq!(t.blocks(), &[0]);
+        assert_eq!(pool.n_free(), 7);
+        assert!(t.shrink(&mut pool, 5).is_err());
+        t.clear(&mut pool).unwrap();
+        assert_eq!(pool.n_free(), 8);
+        assert_eq!(pool.peak_used(), 3);
+    }
+
+    #[test]
+    fn failed_grow_changes_nothing() {
+        let mut pool = BlockPool::new(2, 4);
+        let mut t = BlockTable::new();
+        t.grow(&mut pool, 4).unwrap();
+        assert!(t.grow(&mut pool, 9).is_err());
+        assert_eq!(t.len(), 4);
+        assert_eq!(pool.n_free(), 1);
+    }
+}

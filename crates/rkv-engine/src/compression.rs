@@ -1,0 +1,179 @@
+//! Decoding-time KV compression of one sequence: the schedule of DESIGN.md §2 applied to
+//! the paged store.
+//!
+//! Owns the per-sequence policy state (incremental redundancy bookkeeping per layer and
+//! head, the observed window logits, H2O accumulators) and the compaction step: ask
+//! rkv-core which slots each (layer, head) keeps, move them to the front of the
+//! sequence's own blocks, return the freed tail blocks.
+//! Must not know: the policies' maths (rkv-core), models, HTTP.
+
+use rayon::prelude::*;
+use rkv_core::block_pool::BlockTable;
+use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::policy::{select_keep, HeadObservation, HeadState};
+use rkv_model::AttentionShape;
+
+use crate::error::{EngineError, Result};
+use crate::kv_store::KvStore;
+use crate::paged_attention::{CaptureSpec, WindowLogits};
+
+pub struct SeqCompression {
+    cfg: CompressionConfig,
+    shape: AttentionShape,
+    heads: Vec<HeadState>,                 // [n_layers * n_kv_heads]
+    window: Option<WindowLogits>,          // filled over the steps before a compression
+    pub(crate) h2o: Option<Vec<Vec<f32>>>, // [n_layers * n_kv_heads] of [resident slots]
+}
+
+impl SeqCompression {
+    pub fn new(cfg: CompressionConfig, shape: AttentionShape) -> Result<Self> {
+        if cfg.policy != PolicyKind::Full {
+            cfg.validate()
+                .map_err(|e| EngineError::Config(e.to_string()))?;
+            if cfg.policy.needs_window_logits() && cfg.buffer < cfg.window {
+                return Err(EngineError::Config(format!(
+                    "buffer ({}) must be at least the window ({}): the window's queries are observed between two compressions",
+                    cfg.buffer, cfg.window
+                )));
+            }
+        }
+        let n = shape.n_layers * shape.n_kv_heads;
+        Ok(Self {
+            heads: (0..n).map(|_| HeadState::new()).collect(),
+            window: None,
+            h2o: (cfg.policy == PolicyKind::H2o).then(|| vec![Vec::new(); n]),
+            cfg,
+            shape,
+        })
+    }
+
+    pub fn config(&self) -> &CompressionConfig {
+        &self.cfg
+    }
+
+    /// Whether observation is needed for a step appending `n_new` tokens to `len_before`
+    /// resident slots, and if so which of the step's tokens fill which window rows.
+    /// `final_append` is false for the non-final chunks of a prompt (the prompt counts as
+    /// one append).
+    pub fn capture_for_step(
+        &mut self,
+        len_before: usize,
+        n_new: usize,
+        final_append: bool,
+    ) -> Option<(CaptureSpec, WindowLogits)> {
+        if !self.cfg.policy.needs_window_logits() {
+            return None;
+        }
+        let (b, w) = (self.cfg.budget + self.cfg.buffer, self.cfg.window);
+        let len_after = len_before + n_new;
+        // The compression this step's tokens observe for: at the end of this step when it
+        // triggers, else the one when the cache reaches B + b one token at a time.
+        let target = if final_append && self.cfg.should_compress(len_after) {
+            len_after
+        } else if final_append && len_after > b.saturating_sub(w) && len_after < b {
+            b
+        } else {
+            return None;
+        };
+        let first_tok_idx = target - w; // index (in cache) of the window's first token
+        let from_token = first_tok_idx.saturating_sub(len_before);
+        if from_token >= n_new {
+            return None;
+        }
+        let first_row = len_before + from_token - first_tok_idx;
+        let win = match self.window.take() {
+            Some(win) if win.candidates == target - w => win,
+            _ => WindowLogits::new(&self.shape, w, target - w),
+        };
+        Some((
+            CaptureSpec {
+                from_token,
+                first_row,
+            },
+            win,
+        ))
+    }
+
+    /// Takes back the window buffer after a forward.
+    pub fn return_window(&mut self, win: WindowLogits) {
+        self.window = Some(win);
+    }
+
+    /// Grows the H2O accumulators to `len` slots (new slots start at 0).
+    pub fn grow_accumulators(&mut self, len: usize) {
+        if let Some(h2o) = self.h2o.as_mut() {
+            for a in h2o.iter_mut() {
+                a.resize(len, 0.0);
+            }
+        }
+    }
+
+    /// Compresses the sequence's cache of `table.len()` slots to the budget if the
+    /// schedule says so. Returns the number of slots evicted per (layer, head).
+    pub fn maybe_compress(&mut self, store: &mut KvStore, table: &mut BlockTable) -> Result<usize> {
+        let len = table.len();
+        if !self.cfg.should_compress(len) {
+            return Ok(0);
+        }
+        let (nkv, d, g, w) = (
+            self.shape.n_kv_heads,
+            self.shape.head_dim,
+            self.shape.group(),
+            self.cfg.window,
+        );
+        let win = self.window.take();
+        if self.cfg.policy.needs_window_logits()
+            && win.as_ref().is_none_or(|x| x.candidates != len - w)
+        {
+            return Err(EngineError::Config(format!(
+                "no observed window for a compression at {len} slots"
+            )));
+        }
+        let blocks = table.blocks().to_vec();
+        let cfg = self.cfg;
+        let needs_keys = cfg.policy == PolicyKind::RKv;
+        let store_ref = &*store;
+        let h2o = self.h2o.as_ref();
+        let keeps: Vec<std::result::Result<Vec<usize>, String>> = self
+            .heads
+            .par_iter_mut()
+            .enumerate()
+            .map(|(i, state)| {
+                let (layer, head) = (i / nkv, i % nkv);
+                let keys = if needs_keys {
+                    store_ref.read_keys(&blocks, layer, head, len)
+                } else {
+                    Vec::new()
+                };
+                let obs = HeadObservation {
+                    len,
+                    head_dim: d,
+                    keys: &keys,
+                    group: g,
+                    window: w,
+                    window_logits: win.as_ref().map_or(&[][..], |x| &x.data[i][..]),
+                    h2o_scores: h2o.map_or(&[][..], |a| &a[i][..]),
+                };
+                select_keep(&cfg, &obs, state).map_err(|e| e.to_string())
+            })
+            .collect();
+        let new_len = cfg.len_after_compression(len);
+        for (i, keep) in keeps.into_iter().enumerate() {
+            let keep = keep.map_err(EngineError::Config)?;
+            if keep.len() != new_len {
+                return Err(EngineError::Config(format!(
+                    "policy kept {} slots, expected {new_len}",
+                    keep.len()
+                )));
+            }
+            store.compact(&blocks, i / nkv, i % nkv, &keep);
+            if let Some(acc) = self.h2o.as_mut() {
+                let a = &mut acc[i];
+                let kept: Vec<f32> = keep.iter().map(|&s| a[s]).collect();
+                *a = kept;
+            }
+        }
+        store.truncate(table, new_len)?;
+        Ok(len - new_len)
+    }
+}

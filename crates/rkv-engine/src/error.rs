@@ -1,0 +1,29 @@
+//! The engine's error type: bad requests, memory exhaustion and model failures.
+//!
+//! Must not know: how the CLI or server present them.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error("invalid request: {0}")]
+    BadRequest(String),
+    #[error("prompt of {prompt} tokens plus {max_new} new tokens exceeds the context of {context} tokens")]
+    TooLong {
+        prompt: usize,
+        max_new: usize,
+        context: usize,
+    },
+    #[error("KV memory exhausted: {0}")]
+    OutOfMemory(#[from] rkv_core::block_pool::PoolError),
+    #[error("unknown sequence {0}")]
+    UnknownSequence(u64),
+    #[error("invalid compression config: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Model(#[from] rkv_model::ModelError),
+    #[error(transparent)]
+    Tokenizer(#[from] rkv_model::tokenizer::TokenizerError),
+}
+
+pub type Result<T> = std::result::Result<T, EngineError>;

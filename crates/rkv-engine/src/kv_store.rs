@@ -1,0 +1,291 @@
+//! The paged KV store: block storage for keys, values and per-slot positions.
+//!
+//! Owns the memory of every sequence's cache (DESIGN.md §3): a pool of fixed-size blocks;
+//! a block holds `block_size` slots for every layer and KV head of one sequence, laid out
+//! so that one (layer, head) run of slots is contiguous. Positions live per
+//! (layer, head, slot), never derived from the slot index. Compaction moves rows within
+//! a sequence's own blocks; the table then returns its freed tail blocks.
+//! Must not know: models' maths, policies' scoring, HTTP.
+
+use half::f16;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+use rkv_core::block_pool::{BlockId, BlockPool, BlockTable};
+
+use crate::error::{EngineError, Result};
+
+/// Element type of stored keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvDtype {
+    #[default]
+    F16,
+    F32,
+}
+
+impl KvDtype {
+    pub fn bytes(&self) -> usize {
+        match self {
+            KvDtype::F16 => 2,
+            KvDtype::F32 => 4,
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "f16" => Ok(KvDtype::F16),
+            "f32" => Ok(KvDtype::F32),
+            other => Err(EngineError::BadRequest(format!(
+                "unknown KV dtype `{other}` (expected f16 or f32)"
+            ))),
+        }
+    }
+}
+
+/// Index arithmetic of the block layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLayout {
+    pub n_layers: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub block_size: usize,
+}
+
+impl KvLayout {
+    /// Values of keys (or of values) per block.
+    pub fn block_elems(&self) -> usize {
+        self.n_layers * self.n_kv_heads * self.block_size * self.head_dim
+    }
+
+    /// Index of the run (block, layer, head): `block_size` consecutive slots.
+    fn run(&self, block: BlockId, layer: usize, head: usize) -> usize {
+        (block as usize * self.n_layers + layer) * self.n_kv_heads + head
+    }
+
+    /// Element offset of slot `off` of run (block, layer, head) in the key/value buffers.
+    pub fn elem_offset(&self, block: BlockId, layer: usize, head: usize, off: usize) -> usize {
+        (self.run(block, layer, head) * self.block_size + off) * self.head_dim
+    }
+
+    /// Offset of slot `off` of run (block, layer, head) in the position buffer.
+    pub fn pos_offset(&self, block: BlockId, layer: usize, head: usize, off: usize) -> usize {
+        self.run(block, layer, head) * self.block_size + off
+    }
+}
+
+/// Key or value storage of the whole pool.
+pub enum KvBuf {
+    F16(Vec<u16>), // [n_blocks, n_layers, n_kv_heads, block_size, head_dim], f16 bits
+    F32(Vec<f32>), // [n_blocks, n_layers, n_kv_heads, block_size, head_dim]
+}
+
+impl KvBuf {
+    fn zeroed(dtype: KvDtype, n: usize) -> Self {
+        // Zeroed vectors of primitives come from the allocator's zeroed pages: memory is
+        // only touched (resident) once a block is first written.
+        match dtype {
+            KvDtype::F16 => KvBuf::F16(vec![0u16; n]),
+            KvDtype::F32 => KvBuf::F32(vec![0f32; n]),
+        }
+    }
+
+    /// Writes `src` (f32) at `at`.
+    pub fn write(&mut self, at: usize, src: &[f32]) {
+        match self {
+            KvBuf::F16(b) => b[at..at + src.len()]
+                .reinterpret_cast_mut::<f16>()
+                .convert_from_f32_slice(src),
+            KvBuf::F32(b) => b[at..at + src.len()].copy_from_slice(src),
+        }
+    }
+
+    /// Reads `dst.len()` values at `at` as f32.
+    pub fn read(&self, at: usize, dst: &mut [f32]) {
+        match self {
+            KvBuf::F16(b) => b[at..at + dst.len()]
+                .reinterpret_cast::<f16>()
+                .convert_to_f32_slice(dst),
+            KvBuf::F32(b) => dst.copy_from_slice(&b[at..at + dst.len()]),
+        }
+    }
+
+    /// Copies `len` values from `from` to `to` (rows of the same buffer; may not overlap
+    /// partially in a way `copy_within` does not handle — it handles all).
+    pub fn copy_within(&mut self, from: usize, to: usize, len: usize) {
+        match self {
+            KvBuf::F16(b) => b.copy_within(from..from + len, to),
+            KvBuf::F32(b) => b.copy_within(from..from + len, to),
+        }
+    }
+}
+
+pub struct KvStore {
+    layout: KvLayout,
+    dtype: KvDtype,
+    pool: BlockPool,
+    pub(crate) keys: KvBuf, // [n_blocks, n_layers, n_kv_heads, block_size, head_dim]
+    pub(crate) values: KvBuf, // [n_blocks, n_layers, n_kv_heads, block_size, head_dim]
+    positions: Vec<u32>,    // [n_blocks, n_layers, n_kv_heads, block_size]
+}
+
+impl KvStore {
+    pub fn new(layout: KvLayout, dtype: KvDtype, n_blocks: usize) -> Self {
+        let elems = n_blocks * layout.block_elems();
+        Self {
+            pool: BlockPool::new(n_blocks, layout.block_size),
+            keys: KvBuf::zeroed(dtype, elems),
+            values: KvBuf::zeroed(dtype, elems),
+            positions: vec![0; n_blocks * layout.block_elems() / layout.head_dim.max(1)],
+            layout,
+            dtype,
+        }
+    }
+
+    pub fn layout(&self) -> &KvLayout {
+        &self.layout
+    }
+
+    pub fn dtype(&self) -> KvDtype {
+        self.dtype
+    }
+
+    pub fn pool(&self) -> &BlockPool {
+        &self.pool
+    }
+
+    /// Bytes of keys and values one block holds.
+    pub fn bytes_per_block(&self) -> usize {
+        2 * self.layout.block_elems() * self.dtype.bytes()
+    }
+
+    /// Makes room for `extra` slots in `table` (all or nothing).
+    pub fn reserve(&mut self, table: &mut BlockTable, extra: usize) -> Result<()> {
+        table.grow(&mut self.pool, extra)?;
+        Ok(())
+    }
+
+    /// Drops slots past `new_len` and returns freed blocks to the pool.
+    pub fn truncate(&mut self, table: &mut BlockTable, new_len: usize) -> Result<()> {
+        table.shrink(&mut self.pool, new_len)?;
+        Ok(())
+    }
+
+    /// Returns all of a sequence's blocks.
+    pub fn release(&mut self, table: &mut BlockTable) -> Result<()> {
+        table.clear(&mut self.pool)?;
+        Ok(())
+    }
+
+    /// Stores key/value rows of slot `slot` for (layer, head) at absolute `position`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_slot(
+        &mut self,
+        blocks: &[BlockId],
+        layer: usize,
+        head: usize,
+        slot: usize,
+        position: u32,
+        k: &[f32], // [head_dim]
+        v: &[f32], // [head_dim]
+    ) {
+        let bs = self.layout.block_size;
+        let b = blocks[slot / bs];
+        let at = self.layout.elem_offset(b, layer, head, slot % bs);
+        self.keys.write(at, k);
+        self.values.write(at, v);
+        self.positions[self.layout.pos_offset(b, layer, head, slot % bs)] = position;
+    }
+
+    /// Absolute position of `slot` of (layer, head).
+    pub fn position(&self, blocks: &[BlockId], layer: usize, head: usize, slot: usize) -> u32 {
+        let bs = self.layout.block_size;
+        self.positions[self
+            .layout
+            .pos_offset(blocks[slot / bs], layer, head, slot % bs)]
+    }
+
+    /// Keys of slots `0..len` of (layer, head) as f32: [len, head_dim].
+    pub fn read_keys(&self, blocks: &[BlockId], layer: usize, head: usize, len: usize) -> Vec<f32> {
+        let (bs, d) = (self.layout.block_size, self.layout.head_dim);
+        let mut out = vec![0f32; len * d];
+        for (i, chunk) in out.chunks_mut(bs * d).enumerate() {
+            let at = self.layout.elem_offset(blocks[i], layer, head, 0);
+            self.keys.read(at, chunk);
+        }
+        out
+    }
+
+    /// Moves the rows `keep` (ascending slot indices) of (layer, head) to slots
+    /// `0..keep.len()`, with their positions. Because `keep` ascends, `keep[i] >= i`, so
+    /// moving in order never overwrites a row still to be read.
+    pub fn compact(&mut self, blocks: &[BlockId], layer: usize, head: usize, keep: &[usize]) {
+        let (bs, d) = (self.layout.block_size, self.layout.head_dim);
+        for (dst, &src) in keep.iter().enumerate() {
+            if dst == src {
+                continue;
+            }
+            let from = self
+                .layout
+                .elem_offset(blocks[src / bs], layer, head, src % bs);
+            let to = self
+                .layout
+                .elem_offset(blocks[dst / bs], layer, head, dst % bs);
+            self.keys.copy_within(from, to, d);
+            self.values.copy_within(from, to, d);
+            let pf = self
+                .layout
+                .pos_offset(blocks[src / bs], layer, head, src % bs);
+            let pt = self
+                .layout
+                .pos_offset(blocks[dst / bs], layer, head, dst % bs);
+            self.positions[pt] = self.positions[pf];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dtype: KvDtype) -> KvStore {
+        let layout = KvLayout {
+            n_layers: 2,
+            n_kv_heads: 2,
+            head_dim: 4,
+            block_size: 3,
+        };
+        KvStore::new(layout, dtype, 6)
+    }
+
+    #[test]
+    fn write_read_and_compact_keep_rows_and_positions() {
+        for dtype in [KvDtype::F16, KvDtype::F32] {
+            let mut s = store(dtype);
+            let mut t = BlockTable::new();
+            s.reserve(&mut t, 7).unwrap();
+            let blocks = t.blocks().to_vec();
+            for slot in 0..7 {
+                let k = [slot as f32; 4];
+                let v = [-(slot as f32); 4];
+                s.write_slot(&blocks, 1, 1, slot, 100 + slot as u32, &k, &v);
+            }
+            let keys = s.read_keys(&blocks, 1, 1, 7);
+            assert_eq!(keys[4 * 5], 5.0);
+            s.compact(&blocks, 1, 1, &[0, 2, 5, 6]);
+            let keys = s.read_keys(&blocks, 1, 1, 4);
+            let firsts: Vec<f32> = keys.chunks(4).map(|r| r[0]).collect();
+            assert_eq!(firsts, vec![0.0, 2.0, 5.0, 6.0]);
+            let pos: Vec<u32> = (0..4).map(|i| s.position(&blocks, 1, 1, i)).collect();
+            assert_eq!(pos, vec![100, 102, 105, 106]);
+            s.truncate(&mut t, 4).unwrap();
+            assert_eq!(t.blocks().len(), 2);
+            assert_eq!(s.pool().n_free(), 4);
+            // Other (layer, head) runs are untouched.
+            assert_eq!(s.read_keys(&blocks, 0, 1, 1)[0], 0.0);
+        }
+    }
+
+    #[test]
+    fn bytes_per_block_counts_keys_and_values() {
+        assert_eq!(store(KvDtype::F16).bytes_per_block(), 2 * 2 * 2 * 3 * 4 * 2);
+        assert_eq!(store(KvDtype::F32).bytes_per_block(), 2 * 2 * 2 * 3 * 4 * 4);
+    }
+}

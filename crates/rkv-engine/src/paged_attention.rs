@@ -1,0 +1,350 @@
+//! The engine's attention over paged KV memory, called by models through
+//! [`rkv_model::Attention`].
+//!
+//! Owns: appending each forward's keys/values to the sequences' blocks, causal attention
+//! with f32 accumulation over f16 or f32 storage (split over slot chunks and merged with
+//! the online-softmax rule of flash-decoding), and observing what policies need while it
+//! runs: the raw logits of the observation window's queries (R-KV, SnapKV) and accumulated
+//! attention probabilities (H2O). Nothing is recomputed for compression.
+//! Must not know: which policy will use the observations, models' weights, HTTP.
+
+use half::f16;
+use half::slice::HalfBitsSliceExt;
+use rayon::prelude::*;
+use rkv_core::block_pool::BlockId;
+use rkv_model::{Attention, AttentionShape};
+
+use crate::kv_store::{KvBuf, KvStore};
+
+/// Raw logits of the observation window's queries over the compression candidates, kept
+/// across the steps that produce them. One buffer per (layer, KV head):
+/// `[group, window, candidates]`.
+#[derive(Debug, Clone)]
+pub struct WindowLogits {
+    pub window: usize,
+    pub candidates: usize,
+    pub group: usize,
+    pub data: Vec<Vec<f32>>, // [n_layers * n_kv_heads] of [group, window, candidates]
+}
+
+impl WindowLogits {
+    pub fn new(shape: &AttentionShape, window: usize, candidates: usize) -> Self {
+        let g = shape.group();
+        Self {
+            window,
+            candidates,
+            group: g,
+            data: vec![vec![0f32; g * window * candidates]; shape.n_layers * shape.n_kv_heads],
+        }
+    }
+}
+
+/// Which tokens of a segment fill which rows of the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureSpec {
+    /// First token (index within the segment) whose logits are kept.
+    pub from_token: usize,
+    /// The window row that token fills; later tokens fill the following rows.
+    pub first_row: usize,
+}
+
+/// The tokens of one sequence inside a forward.
+pub struct Segment {
+    pub blocks: Vec<BlockId>,
+    /// First row of this segment among the forward's tokens.
+    pub token_start: usize,
+    pub n_tokens: usize,
+    /// Resident slots before this forward; token `t` goes to slot `len_before + t`.
+    pub len_before: usize,
+    pub positions: Vec<u32>, // [n_tokens]
+    pub capture: Option<(CaptureSpec, WindowLogits)>,
+    /// H2O: accumulated attention probability per (layer, KV head) and slot,
+    /// `[n_layers * n_kv_heads]` of `[len_before + n_tokens]`.
+    pub accumulate: Option<Vec<Vec<f32>>>,
+}
+
+/// Partial attention of one query token over one chunk of slots, for the `g` query heads
+/// of one KV head.
+struct Partial {
+    max: Vec<f32>,    // [g]
+    sum: Vec<f32>,    // [g]
+    acc: Vec<f32>,    // [g, head_dim]
+    probs: Vec<f32>,  // [g, chunk] exp(l - max), kept only when observations need them
+    logits: Vec<f32>, // [g, chunk] raw logits, kept only when captured
+}
+
+pub struct PagedAttention<'a> {
+    store: &'a mut KvStore,
+    shape: AttentionShape,
+    pub segments: Vec<Segment>,
+}
+
+impl<'a> PagedAttention<'a> {
+    pub fn new(store: &'a mut KvStore, shape: AttentionShape, segments: Vec<Segment>) -> Self {
+        Self {
+            store,
+            shape,
+            segments,
+        }
+    }
+}
+
+trait KvElem: Copy + Send + Sync {
+    fn dot(k: &[Self], q: &[f32]) -> f32;
+    fn axpy(y: &mut [f32], a: f32, x: &[Self]);
+}
+
+impl KvElem for f16 {
+    fn dot(k: &[Self], q: &[f32]) -> f32 {
+        rkv_kernels::attn::dot_f16(k, q)
+    }
+    fn axpy(y: &mut [f32], a: f32, x: &[Self]) {
+        rkv_kernels::attn::axpy_f16(y, a, x)
+    }
+}
+
+impl KvElem for f32 {
+    fn dot(k: &[Self], q: &[f32]) -> f32 {
+        rkv_kernels::attn::dot_f32(k, q)
+    }
+    fn axpy(y: &mut [f32], a: f32, x: &[Self]) {
+        rkv_kernels::attn::axpy_f32(y, a, x)
+    }
+}
+
+/// Slots per task: large enough that scheduling costs little, small enough that long
+/// contexts spread over threads.
+fn chunk_len(visible: usize) -> usize {
+    visible.div_ceil(4).max(512)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn partial<E: KvElem>(
+    keys: &[E],
+    values: &[E],
+    run_offsets: &[usize], // [n_blocks] element offset of slot 0 of this (layer, head) run
+    bs: usize,
+    d: usize,
+    qs: &[f32], // [g, d]
+    scale: f32,
+    c0: usize,
+    c1: usize,
+    keep_probs: bool,
+    keep_logits: bool,
+) -> Partial {
+    let g = qs.len() / d;
+    let n = c1 - c0;
+    let mut logits = vec![0f32; g * n];
+    for s in c0..c1 {
+        let at = run_offsets[s / bs] + (s % bs) * d;
+        let k = &keys[at..at + d];
+        for i in 0..g {
+            logits[i * n + s - c0] = E::dot(k, &qs[i * d..(i + 1) * d]) * scale;
+        }
+    }
+    let kept_logits = if keep_logits {
+        logits.clone()
+    } else {
+        Vec::new()
+    };
+    let mut max = vec![f32::NEG_INFINITY; g];
+    let mut sum = vec![0f32; g];
+    for i in 0..g {
+        let row = &mut logits[i * n..(i + 1) * n];
+        let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut s_ = 0f32;
+        for l in row.iter_mut() {
+            *l = (*l - m).exp();
+            s_ += *l;
+        }
+        max[i] = m;
+        sum[i] = s_;
+    }
+    let mut acc = vec![0f32; g * d];
+    for s in c0..c1 {
+        let at = run_offsets[s / bs] + (s % bs) * d;
+        let v = &values[at..at + d];
+        for i in 0..g {
+            E::axpy(&mut acc[i * d..(i + 1) * d], logits[i * n + s - c0], v);
+        }
+    }
+    Partial {
+        max,
+        sum,
+        acc,
+        probs: if keep_probs { logits } else { Vec::new() },
+        logits: kept_logits,
+    }
+}
+
+impl Attention for PagedAttention<'_> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        out: &mut [f32],
+    ) -> Result<(), String> {
+        let AttentionShape {
+            n_heads,
+            n_kv_heads,
+            head_dim: d,
+            ..
+        } = self.shape;
+        let g = self.shape.group();
+        let layout = *self.store.layout();
+        let bs = layout.block_size;
+        let n_total: usize = self.segments.iter().map(|s| s.n_tokens).sum();
+        if q.len() != n_total * n_heads * d
+            || k.len() != n_total * n_kv_heads * d
+            || v.len() != k.len()
+            || out.len() != q.len()
+        {
+            return Err(format!(
+                "attention inputs do not match {n_total} tokens of {n_heads}/{n_kv_heads} heads x {d}"
+            ));
+        }
+        // 1. Append this forward's keys and values.
+        for seg in &self.segments {
+            for t in 0..seg.n_tokens {
+                let row = seg.token_start + t;
+                for h in 0..n_kv_heads {
+                    let at = (row * n_kv_heads + h) * d;
+                    self.store.write_slot(
+                        &seg.blocks,
+                        layer,
+                        h,
+                        seg.len_before + t,
+                        seg.positions[t],
+                        &k[at..at + d],
+                        &v[at..at + d],
+                    );
+                }
+            }
+        }
+        // 2. One task per (segment, token, KV head, chunk of slots).
+        let mut tasks = Vec::new(); // (seg, t, h, c0, c1)
+        for (si, seg) in self.segments.iter().enumerate() {
+            for t in 0..seg.n_tokens {
+                let visible = seg.len_before + t + 1;
+                let cl = chunk_len(visible);
+                for h in 0..n_kv_heads {
+                    let mut c0 = 0;
+                    while c0 < visible {
+                        let c1 = (c0 + cl).min(visible);
+                        tasks.push((si, t, h, c0, c1));
+                        c0 = c1;
+                    }
+                }
+            }
+        }
+        let scale = 1.0 / (d as f32).sqrt();
+        let segs = &self.segments;
+        let store = &*self.store;
+        let run_offsets = |seg: &Segment, h: usize| -> Vec<usize> {
+            seg.blocks
+                .iter()
+                .map(|&b| layout.elem_offset(b, layer, h, 0))
+                .collect()
+        };
+        let partials: Vec<Partial> = tasks
+            .par_iter()
+            .map(|&(si, t, h, c0, c1)| {
+                let seg = &segs[si];
+                let row = seg.token_start + t;
+                let qs = &q[(row * n_heads + h * g) * d..(row * n_heads + (h + 1) * g) * d];
+                let offs = run_offsets(seg, h);
+                let keep_logits = seg.capture.as_ref().is_some_and(|(c, _)| t >= c.from_token);
+                let keep_probs = seg.accumulate.is_some();
+                match (&store.keys, &store.values) {
+                    (KvBuf::F16(kb), KvBuf::F16(vb)) => partial::<f16>(
+                        kb.reinterpret_cast::<f16>(),
+                        vb.reinterpret_cast::<f16>(),
+                        &offs,
+                        bs,
+                        d,
+                        qs,
+                        scale,
+                        c0,
+                        c1,
+                        keep_probs,
+                        keep_logits,
+                    ),
+                    (KvBuf::F32(kb), KvBuf::F32(vb)) => partial::<f32>(
+                        kb,
+                        vb,
+                        &offs,
+                        bs,
+                        d,
+                        qs,
+                        scale,
+                        c0,
+                        c1,
+                        keep_probs,
+                        keep_logits,
+                    ),
+                    _ => unreachable!("keys and values share one dtype"),
+                }
+            })
+            .collect();
+        // 3. Merge the chunks of each (segment, token, KV head) and record observations.
+        let mut i = 0;
+        while i < tasks.len() {
+            let (si, t, h, _, _) = tasks[i];
+            let mut j = i;
+            while j < tasks.len() && tasks[j].0 == si && tasks[j].1 == t && tasks[j].2 == h {
+                j += 1;
+            }
+            let seg = &mut self.segments[si];
+            let row = seg.token_start + t;
+            for gi in 0..g {
+                let m = (i..j)
+                    .map(|p| partials[p].max[gi])
+                    .fold(f32::NEG_INFINITY, f32::max);
+                let denom: f32 = (i..j)
+                    .map(|p| partials[p].sum[gi] * (partials[p].max[gi] - m).exp())
+                    .sum();
+                let o = &mut out[(row * n_heads + h * g + gi) * d..][..d];
+                o.fill(0.0);
+                for part in &partials[i..j] {
+                    let w = (part.max[gi] - m).exp() / denom;
+                    for (ov, av) in o.iter_mut().zip(&part.acc[gi * d..(gi + 1) * d]) {
+                        *ov += w * av;
+                    }
+                }
+                if let Some(acc) = seg.accumulate.as_mut() {
+                    let buf = &mut acc[layer * n_kv_heads + h];
+                    for p in i..j {
+                        let (_, _, _, c0, c1) = tasks[p];
+                        let n = c1 - c0;
+                        let w = (partials[p].max[gi] - m).exp() / denom;
+                        for (s, pr) in (c0..c1).zip(&partials[p].probs[gi * n..(gi + 1) * n]) {
+                            buf[s] += pr * w;
+                        }
+                    }
+                }
+                if let Some((spec, win)) = seg.capture.as_mut() {
+                    if t >= spec.from_token {
+                        let wrow = spec.first_row + t - spec.from_token;
+                        let cand = win.candidates;
+                        let dst = &mut win.data[layer * n_kv_heads + h]
+                            [(gi * win.window + wrow) * cand..][..cand];
+                        for p in i..j {
+                            let (_, _, _, c0, c1) = tasks[p];
+                            let n = c1 - c0;
+                            let hi = c1.min(cand);
+                            if hi > c0 {
+                                dst[c0..hi].copy_from_slice(
+                                    &partials[p].logits[gi * n..gi * n + hi - c0],
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            i = j;
+        }
+        Ok(())
+    }
+}

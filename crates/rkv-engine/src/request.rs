@@ -1,0 +1,91 @@
+//! What a caller asks of the engine and what it gets back.
+//!
+//! Owns the request, the per-token event, finish reasons and per-sequence statistics.
+//! Must not know: HTTP, CLI flags.
+
+use crate::sampling::SamplingParams;
+
+pub type SeqId = u64;
+
+#[derive(Debug, Clone)]
+pub struct GenerationRequest {
+    pub prompt: Vec<u32>,
+    pub sampling: SamplingParams,
+    /// Most tokens to generate; at least 1.
+    pub max_tokens: usize,
+    /// Keep generating through end-of-sequence tokens (exactly `max_tokens` tokens).
+    pub ignore_eos: bool,
+    /// Stop when the generated text contains one of these; the text before it is kept.
+    pub stop: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-sequence token or a stop string.
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+}
+
+impl FinishReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
+}
+
+/// Counters of one sequence.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SeqStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill_seconds: f64,
+    pub decode_seconds: f64,
+    pub compressions: usize,
+    /// Tokens evicted over all compressions (per layer and head; all heads evict alike).
+    pub evicted_tokens: usize,
+    /// Largest resident slot count of any layer/head.
+    pub kv_slots_peak: usize,
+    /// Largest KV memory held, in bytes of whole blocks.
+    pub kv_bytes_peak: usize,
+}
+
+impl SeqStats {
+    pub fn prefill_tokens_per_s(&self) -> f64 {
+        rate(self.prompt_tokens, self.prefill_seconds)
+    }
+
+    /// Decode speed: tokens after the first (which the prefill produces) per second.
+    pub fn decode_tokens_per_s(&self) -> f64 {
+        rate(self.generated_tokens.saturating_sub(1), self.decode_seconds)
+    }
+}
+
+fn rate(n: usize, s: f64) -> f64 {
+    if s > 0.0 {
+        n as f64 / s
+    } else {
+        0.0
+    }
+}
+
+/// What one engine step produced for one sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenEvent {
+    pub seq: SeqId,
+    pub token: u32,
+    /// Text that became printable with this token (may be empty).
+    pub text: String,
+    pub finished: Option<FinishReason>,
+}
+
+/// A finished generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationOutput {
+    pub token_ids: Vec<u32>,
+    pub text: String,
+    pub finish_reason: FinishReason,
+    pub stats: SeqStats,
+}

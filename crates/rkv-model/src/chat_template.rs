@@ -1,0 +1,372 @@
+//! Chat templates: compiles a model's Jinja chat template with minijinja and renders a list
+//! of messages the way Hugging Face `apply_chat_template` does (jinja2 sandbox with
+//! `trim_blocks`, `lstrip_blocks`, loop controls, `raise_exception`, `strftime_now`, a
+//! Python-compatible `tojson` and Python string/dict methods).
+//!
+//! Owns: template compilation, the render context and the Python-compatible helpers.
+//! Must not know: tokenisation, token ids, GGUF or file formats, models, HTTP.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use minijinja::value::Kwargs;
+use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
+use serde::{Deserialize, Serialize};
+
+const TEMPLATE_NAME: &str = "chat_template";
+
+/// One chat message as seen by the template (`message['role']`, `message['content']`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new("system", content)
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new("user", content)
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new("assistant", content)
+    }
+}
+
+/// Errors of compiling or rendering a chat template.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatTemplateError {
+    /// The template source does not compile.
+    #[error("chat template does not compile: {0}")]
+    Syntax(String),
+    /// Rendering failed, including a `raise_exception(...)` called by the template.
+    #[error("chat template rendering failed: {0}")]
+    Render(String),
+    /// A list-form template (`[{name, template}]`) without a usable entry, or a JSON value
+    /// that is neither a string nor such a list.
+    #[error("invalid chat template definition: {0}")]
+    Invalid(String),
+}
+
+fn describe(err: &Error) -> String {
+    let mut msg = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        let _ = write!(msg, ": {s}");
+        source = s.source();
+    }
+    msg
+}
+
+/// A compiled chat template. Cheap to clone.
+#[derive(Clone)]
+pub struct ChatTemplate {
+    env: Arc<Environment<'static>>,
+    source: Arc<str>,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles a Jinja template source.
+    pub fn new(source: &str) -> Result<Self, ChatTemplateError> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_keep_trailing_newline(false);
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", tojson);
+        env.add_template_owned(TEMPLATE_NAME, source.to_owned())
+            .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
+        Ok(Self {
+            env: Arc::new(env),
+            source: Arc::from(source),
+        })
+    }
+
+    /// Builds a template from a `tokenizer_config.json` `chat_template` value: either a string
+    /// or a list of `{"name": ..., "template": ...}` objects, of which the one named
+    /// `"default"` is used (or the only/first one when there is no `"default"`).
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, ChatTemplateError> {
+        match value {
+            serde_json::Value::String(s) => Self::new(s),
+            serde_json::Value::Array(items) => {
+                let named: Vec<(&str, &str)> = items
+                    .iter()
+                    .filter_map(|it| {
+                        Some((it.get("name")?.as_str()?, it.get("template")?.as_str()?))
+                    })
+                    .collect();
+                let pick = named
+                    .iter()
+                    .find(|(n, _)| *n == "default")
+                    .or_else(|| named.first())
+                    .ok_or_else(|| {
+                        ChatTemplateError::Invalid(
+                            "template list has no {name, template} entry".into(),
+                        )
+                    })?;
+                Self::new(pick.1)
+            }
+            other => Err(ChatTemplateError::Invalid(format!(
+                "expected a string or a list of {{name, template}}, got {other}"
+            ))),
+        }
+    }
+
+    /// The template source text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Renders `messages` as Hugging Face `apply_chat_template(messages,
+    /// add_generation_prompt=..., tokenize=False)` does.
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        bos_token: Option<&str>,
+        eos_token: Option<&str>,
+    ) -> Result<String, ChatTemplateError> {
+        let ctx = serde_json::json!({
+            "messages": messages,
+            "add_generation_prompt": add_generation_prompt,
+            "bos_token": bos_token,
+            "eos_token": eos_token,
+        });
+        self.render_json(&ctx)
+    }
+
+    /// Renders with an arbitrary JSON object as the context (for extra template variables
+    /// such as `tools`, `documents` or `enable_thinking`).
+    pub fn render_json(&self, context: &serde_json::Value) -> Result<String, ChatTemplateError> {
+        let tmpl = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
+        tmpl.render(Value::from_serialize(context))
+            .map_err(|e| ChatTemplateError::Render(describe(&e)))
+    }
+}
+
+fn raise_exception(msg: String) -> Result<Value, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, msg))
+}
+
+/// `tojson` as transformers defines it: `json.dumps(x, ensure_ascii=False, indent=indent,
+/// separators=separators, sort_keys=sort_keys)`.
+fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let indent = match kwargs.get::<Option<Value>>("indent")?.or(indent) {
+        Some(v) if v.is_none() || v.is_undefined() => None,
+        Some(v) => Some(match v.as_str() {
+            Some(s) => s.to_owned(),
+            None => " ".repeat(usize::try_from(v).unwrap_or(0)),
+        }),
+        None => None,
+    };
+    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
+    let (item_sep, key_sep) = match kwargs.get::<Option<Vec<String>>>("separators")? {
+        Some(seps) if seps.len() == 2 => (seps[0].clone(), seps[1].clone()),
+        Some(_) => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "tojson: separators must be a pair",
+            ))
+        }
+        None if indent.is_some() => (",".to_owned(), ": ".to_owned()),
+        None => (", ".to_owned(), ": ".to_owned()),
+    };
+    let _ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
+    kwargs.assert_all_used()?;
+    let json = serde_json::to_value(value)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let fmt = PyJson {
+        indent: indent.as_deref(),
+        item_sep: &item_sep,
+        key_sep: &key_sep,
+        sort_keys,
+    };
+    let mut out = String::new();
+    fmt.write(&mut out, &json, 0);
+    Ok(Value::from_safe_string(out))
+}
+
+struct PyJson<'a> {
+    indent: Option<&'a str>,
+    item_sep: &'a str,
+    key_sep: &'a str,
+    sort_keys: bool,
+}
+
+impl PyJson<'_> {
+    fn newline(&self, out: &mut String, depth: usize) {
+        if let Some(ind) = self.indent {
+            out.push('\n');
+            for _ in 0..depth {
+                out.push_str(ind);
+            }
+        }
+    }
+
+    fn write(&self, out: &mut String, v: &serde_json::Value, depth: usize) {
+        use serde_json::Value as J;
+        match v {
+            J::Array(items) if !items.is_empty() => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(self.item_sep);
+                    }
+                    self.newline(out, depth + 1);
+                    self.write(out, item, depth + 1);
+                }
+                self.newline(out, depth);
+                out.push(']');
+            }
+            J::Object(map) if !map.is_empty() => {
+                let mut entries: Vec<_> = map.iter().collect();
+                if self.sort_keys {
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                }
+                out.push('{');
+                for (i, (k, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(self.item_sep);
+                    }
+                    self.newline(out, depth + 1);
+                    out.push_str(&J::String(k.clone()).to_string());
+                    out.push_str(self.key_sep);
+                    self.write(out, item, depth + 1);
+                }
+                self.newline(out, depth);
+                out.push('}');
+            }
+            J::Array(_) => out.push_str("[]"),
+            J::Object(_) => out.push_str("{}"),
+            J::Bool(true) => out.push_str("true"),
+            J::Bool(false) => out.push_str("false"),
+            J::Null => out.push_str("null"),
+            other => out.push_str(&other.to_string()),
+        }
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+
+/// `strftime_now(format)`: the current UTC time formatted with a strftime subset
+/// (`%Y %y %m %d %e %j %H %I %M %S %p %B %b %h %A %a %%`, and `%-d`-style unpadded forms).
+fn strftime_now(format: String) -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format_unix_time(secs, &format)
+}
+
+/// Formats seconds since the Unix epoch (UTC) with the strftime subset of [`strftime_now`].
+pub fn format_unix_time(secs: u64, format: &str) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (hour, minute, second) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil-from-days (Howard Hinnant), proleptic Gregorian.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy_mar = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy_mar + 2) / 153;
+    let day = doy_mar - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    const CUM: [i64; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let yday = CUM[(month - 1) as usize] + day + i64::from(leap && month > 2);
+    let weekday = (days + 3).rem_euclid(7) as usize; // 1970-01-01 was a Thursday
+    let hour12 = if hour % 12 == 0 { 12 } else { hour % 12 };
+
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let mut spec = chars.next();
+        let pad = spec != Some('-');
+        if !pad {
+            spec = chars.next();
+        }
+        let num = |out: &mut String, v: i64, w: usize| {
+            if pad {
+                let _ = write!(out, "{v:0w$}");
+            } else {
+                let _ = write!(out, "{v}");
+            }
+        };
+        match spec {
+            Some('Y') => num(&mut out, year, 4),
+            Some('y') => num(&mut out, year.rem_euclid(100), 2),
+            Some('m') => num(&mut out, month, 2),
+            Some('d') => num(&mut out, day, 2),
+            Some('e') => {
+                let _ = write!(out, "{day:>2}");
+            }
+            Some('j') => num(&mut out, yday, 3),
+            Some('H') => num(&mut out, hour as i64, 2),
+            Some('I') => num(&mut out, hour12 as i64, 2),
+            Some('M') => num(&mut out, minute as i64, 2),
+            Some('S') => num(&mut out, second as i64, 2),
+            Some('p') => out.push_str(if hour < 12 { "AM" } else { "PM" }),
+            Some('B') => out.push_str(MONTHS[(month - 1) as usize]),
+            Some('b') | Some('h') => out.push_str(&MONTHS[(month - 1) as usize][..3]),
+            Some('A') => out.push_str(WEEKDAYS[weekday]),
+            Some('a') => out.push_str(&WEEKDAYS[weekday][..3]),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}

@@ -1,0 +1,58 @@
+//! Elementwise building blocks: RMSNorm (Zhang & Sennrich 2019) and SiLU gating.
+//!
+//! Must not know: layers, weights formats, caches.
+
+/// `out = x / sqrt(mean(x^2) + eps) * w`, row by row. `x`, `out`: [n, dim], `w`: [dim].
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let dim = w.len();
+    for (xr, or) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
+        let ss: f32 = xr.iter().map(|v| v * v).sum::<f32>() / dim as f32;
+        let scale = 1.0 / (ss + eps).sqrt();
+        for ((o, &xv), &wv) in or.iter_mut().zip(xr).zip(w) {
+            *o = xv * scale * wv;
+        }
+    }
+}
+
+/// In place RMSNorm of each `w.len()`-sized chunk (used for per-head q/k norms).
+pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
+    let dim = w.len();
+    for xr in x.chunks_exact_mut(dim) {
+        let ss: f32 = xr.iter().map(|v| v * v).sum::<f32>() / dim as f32;
+        let scale = 1.0 / (ss + eps).sqrt();
+        for (xv, &wv) in xr.iter_mut().zip(w) {
+            *xv = *xv * scale * wv;
+        }
+    }
+}
+
+/// `gate = silu(gate) * up`, elementwise.
+pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_unit_rows() {
+        let x = [3.0, 4.0, 0.0, 0.0];
+        let mut out = [0.0; 4];
+        rms_norm(&x, &[1.0, 2.0], 0.0, &mut out);
+        let s = (12.5f32).sqrt();
+        assert!((out[0] - 3.0 / s).abs() < 1e-6);
+        assert!((out[1] - 8.0 / s).abs() < 1e-6);
+        assert_eq!(&out[2..], &[0.0, 0.0]);
+    }
+
+    #[test]
+    fn silu_mul_values() {
+        let mut g = [0.0, 1.0];
+        silu_mul(&mut g, &[5.0, 2.0]);
+        assert_eq!(g[0], 0.0);
+        assert!((g[1] - 2.0 / (1.0 + (-1.0f32).exp())).abs() < 1e-6);
+    }
+}

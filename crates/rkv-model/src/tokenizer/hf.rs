@@ -1,0 +1,122 @@
+//! Loads a tokenizer from a Hugging Face model directory: `tokenizer.json`, and when present
+//! `tokenizer_config.json` (`bos_token`, `eos_token`, `add_bos_token`, `add_eos_token`,
+//! `chat_template` as a string or a `[{name, template}]` list), `chat_template.jinja` /
+//! `chat_template.json`, and `generation_config.json` (`eos_token_id`, int or list).
+//!
+//! Owns: reading and interpreting those files.
+//! Must not know: GGUF, weights, model architectures.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{tk_err, Inner, TokenizerError};
+use crate::chat_template::ChatTemplate;
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>, TokenizerError> {
+    std::fs::read(path).map_err(|source| TokenizerError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Reads a JSON file; `Ok(None)` when it does not exist.
+fn read_json(path: &Path) -> Result<Option<Value>, TokenizerError> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = read_bytes(path)?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| TokenizerError::Parse {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// A token given as `"<s>"` or as an AddedToken object `{"content": "<s>", ...}`.
+fn token_text(v: Option<&Value>) -> Option<&str> {
+    match v? {
+        Value::String(s) => Some(s),
+        Value::Object(o) => o.get("content")?.as_str(),
+        _ => None,
+    }
+}
+
+fn ids_of(v: Option<&Value>) -> Vec<u32> {
+    match v {
+        Some(Value::Number(n)) => n.as_u64().map(|x| x as u32).into_iter().collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| x.as_u64().map(|x| x as u32))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
+    let tok_path = dir.join("tokenizer.json");
+    let hf = tokenizers::Tokenizer::from_bytes(read_bytes(&tok_path)?).map_err(|e| {
+        TokenizerError::Parse {
+            path: tok_path.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    let config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
+    let gen = read_json(&dir.join("generation_config.json"))?.unwrap_or(Value::Null);
+    let n_vocab = hf.get_vocab_size(true);
+    let id_of = |v: Option<&Value>| token_text(v).and_then(|t| hf.token_to_id(t));
+
+    let bos_id =
+        id_of(config.get("bos_token")).or_else(|| ids_of(gen.get("bos_token_id")).first().copied());
+    let mut eos_ids: Vec<u32> = id_of(config.get("eos_token")).into_iter().collect();
+    for id in ids_of(gen.get("eos_token_id")) {
+        if !eos_ids.contains(&id) {
+            eos_ids.push(id);
+        }
+    }
+    eos_ids.retain(|&id| (id as usize) < n_vocab);
+
+    // Without an explicit flag, follow what the tokenizer.json post-processor does.
+    let with = hf.encode_fast("a", true).map_err(tk_err)?;
+    let without = hf.encode_fast("a", false).map_err(tk_err)?;
+    let (with, without) = (with.get_ids(), without.get_ids());
+    let grew = with.len() > without.len();
+    let add_bos = match config.get("add_bos_token").and_then(Value::as_bool) {
+        Some(b) => b,
+        None => grew && bos_id.is_some() && with.first() == bos_id.as_ref(),
+    } && bos_id.is_some();
+    let add_eos = match config.get("add_eos_token").and_then(Value::as_bool) {
+        Some(b) => b,
+        None => grew && !eos_ids.is_empty() && with.last() == eos_ids.first(),
+    } && !eos_ids.is_empty();
+
+    let mut template_src = config.get("chat_template").cloned();
+    if template_src.is_none() {
+        let jinja = dir.join("chat_template.jinja");
+        if jinja.exists() {
+            let bytes = read_bytes(&jinja)?;
+            template_src = Some(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        } else if let Some(v) = read_json(&dir.join("chat_template.json"))? {
+            template_src = v.get("chat_template").cloned();
+        }
+    }
+    let (chat_template, chat_template_error) = match template_src {
+        None | Some(Value::Null) => (None, None),
+        Some(v) => match ChatTemplate::from_json(&v) {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+    };
+
+    Ok(Inner {
+        hf,
+        n_vocab,
+        bos_id,
+        eos_ids,
+        add_bos,
+        add_eos,
+        chat_template,
+        chat_template_error,
+    })
+}

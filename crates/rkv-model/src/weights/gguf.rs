@@ -1,0 +1,274 @@
+//! Loading from a GGUF file (ggml's format): metadata, config and quantised tensors.
+//!
+//! Owns GGUF naming (`blk.N.attn_q.weight`, ...) and the GGUF side of config parsing.
+//! Parsing itself is candle's `gguf_file`.
+//! Must not know: the maths of the layers.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::Device;
+
+use super::{TensorName, TensorSource, WeightMode};
+use crate::config::{Arch, ModelConfig};
+use crate::error::{ModelError, Result};
+use crate::linear::{Linear, Weight};
+use crate::rope::RopeConfig;
+
+pub struct GgufSource {
+    path: PathBuf,
+    content: Content,
+    reader: BufReader<File>,
+    mode: WeightMode,
+}
+
+impl GgufSource {
+    pub fn open(path: &Path, mode: WeightMode) -> Result<Self> {
+        if !path.exists() {
+            return Err(ModelError::NotFound(path.to_path_buf()));
+        }
+        let file = File::open(path).map_err(|source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut reader = BufReader::new(file);
+        let content = Content::read(&mut reader).map_err(|e| ModelError::BadGguf {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let file_len = std::fs::metadata(path)
+            .map_err(|source| ModelError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        for (name, info) in &content.tensor_infos {
+            let bytes = info.shape.elem_count() / info.ggml_dtype.block_size()
+                * info.ggml_dtype.type_size();
+            let end = content.tensor_data_offset + info.offset + bytes as u64;
+            if end > file_len {
+                return Err(ModelError::BadGguf {
+                    path: path.to_path_buf(),
+                    reason: format!("tensor `{name}` runs past the end of the file (truncated?)"),
+                });
+            }
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            content,
+            reader,
+            mode,
+        })
+    }
+
+    pub fn content(&self) -> &Content {
+        &self.content
+    }
+
+    fn meta(&self, key: &str) -> Option<&Value> {
+        self.content.metadata.get(key)
+    }
+
+    fn meta_usize(&self, key: &str) -> Result<usize> {
+        let v = self
+            .meta(key)
+            .ok_or_else(|| ModelError::BadConfig(format!("GGUF metadata `{key}` is missing")))?;
+        let n = match v {
+            Value::U8(x) => *x as u64,
+            Value::U16(x) => *x as u64,
+            Value::U32(x) => *x as u64,
+            Value::U64(x) => *x,
+            Value::I8(x) if *x >= 0 => *x as u64,
+            Value::I16(x) if *x >= 0 => *x as u64,
+            Value::I32(x) if *x >= 0 => *x as u64,
+            Value::I64(x) if *x >= 0 => *x as u64,
+            other => {
+                return Err(ModelError::BadConfig(format!(
+                    "GGUF metadata `{key}` is not a count: {other:?}"
+                )))
+            }
+        };
+        Ok(n as usize)
+    }
+
+    fn meta_f32(&self, key: &str) -> Option<f32> {
+        match self.meta(key)? {
+            Value::F32(x) => Some(*x),
+            Value::F64(x) => Some(*x as f32),
+            _ => None,
+        }
+    }
+
+    pub fn arch(&self) -> Result<Arch> {
+        let name = self
+            .meta("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .ok_or_else(|| ModelError::BadConfig("GGUF has no general.architecture".into()))?;
+        Arch::parse(name)
+    }
+
+    /// The model configuration from the GGUF metadata.
+    pub fn config(&mut self) -> Result<ModelConfig> {
+        let arch = self.arch()?;
+        let p = arch.name();
+        let hidden_size = self.meta_usize(&format!("{p}.embedding_length"))?;
+        let n_heads = self.meta_usize(&format!("{p}.attention.head_count"))?;
+        let n_kv_heads = self
+            .meta_usize(&format!("{p}.attention.head_count_kv"))
+            .unwrap_or(n_heads);
+        let head_dim = self
+            .meta_usize(&format!("{p}.attention.key_length"))
+            .unwrap_or(hidden_size / n_heads.max(1));
+        let vocab_size = match self.meta("tokenizer.ggml.tokens") {
+            Some(Value::Array(a)) => a.len(),
+            _ => self.meta_usize(&format!("{p}.vocab_size"))?,
+        };
+        let freq_factors = if self.content.tensor_infos.contains_key("rope_freqs.weight") {
+            Some(self.raw_vector("rope_freqs.weight")?)
+        } else {
+            None
+        };
+        let cfg = ModelConfig {
+            arch,
+            vocab_size,
+            hidden_size,
+            intermediate_size: self.meta_usize(&format!("{p}.feed_forward_length"))?,
+            n_layers: self.meta_usize(&format!("{p}.block_count"))?,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            rms_norm_eps: self
+                .meta_f32(&format!("{p}.attention.layer_norm_rms_epsilon"))
+                .unwrap_or(1e-6),
+            rope: RopeConfig {
+                theta: self
+                    .meta_f32(&format!("{p}.rope.freq_base"))
+                    .unwrap_or(10000.0),
+                style: arch.gguf_rope_style(),
+                freq_factors,
+            },
+            max_context: self
+                .meta_usize(&format!("{p}.context_length"))
+                .unwrap_or(4096),
+            tie_embeddings: !self.content.tensor_infos.contains_key("output.weight"),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn gguf_name(name: TensorName, bias: bool) -> String {
+        let suffix = if bias { "bias" } else { "weight" };
+        match name {
+            TensorName::Embedding => format!("token_embd.{suffix}"),
+            TensorName::OutputNorm => format!("output_norm.{suffix}"),
+            TensorName::LmHead => format!("output.{suffix}"),
+            TensorName::AttnNorm(i) => format!("blk.{i}.attn_norm.{suffix}"),
+            TensorName::Q(i) => format!("blk.{i}.attn_q.{suffix}"),
+            TensorName::K(i) => format!("blk.{i}.attn_k.{suffix}"),
+            TensorName::V(i) => format!("blk.{i}.attn_v.{suffix}"),
+            TensorName::O(i) => format!("blk.{i}.attn_output.{suffix}"),
+            TensorName::QNorm(i) => format!("blk.{i}.attn_q_norm.{suffix}"),
+            TensorName::KNorm(i) => format!("blk.{i}.attn_k_norm.{suffix}"),
+            TensorName::FfnNorm(i) => format!("blk.{i}.ffn_norm.{suffix}"),
+            TensorName::Gate(i) => format!("blk.{i}.ffn_gate.{suffix}"),
+            TensorName::Up(i) => format!("blk.{i}.ffn_up.{suffix}"),
+            TensorName::Down(i) => format!("blk.{i}.ffn_down.{suffix}"),
+        }
+    }
+
+    fn qtensor(&mut self, name: &str) -> Result<QTensor> {
+        if !self.content.tensor_infos.contains_key(name) {
+            return Err(ModelError::MissingTensor(name.to_string()));
+        }
+        self.content
+            .tensor(&mut self.reader, name, &Device::Cpu)
+            .map_err(|e| ModelError::BadGguf {
+                path: self.path.clone(),
+                reason: format!("tensor `{name}`: {e}"),
+            })
+    }
+
+    fn raw_vector(&mut self, name: &str) -> Result<Vec<f32>> {
+        let t = self.qtensor(name)?;
+        Ok(t.dequantize(&Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f32>()?)
+    }
+}
+
+fn check_supported(name: &str, dtype: GgmlDType) -> Result<()> {
+    use GgmlDType::*;
+    match dtype {
+        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2K | Q3K | Q4K | Q5K | Q6K => Ok(()),
+        other => Err(ModelError::UnsupportedDtype {
+            tensor: name.to_string(),
+            dtype: format!("{other:?}"),
+        }),
+    }
+}
+
+impl TensorSource for GgufSource {
+    fn has(&self, name: TensorName, bias: bool) -> bool {
+        self.content
+            .tensor_infos
+            .contains_key(&Self::gguf_name(name, bias))
+    }
+
+    fn linear(
+        &mut self,
+        name: TensorName,
+        rows: usize,
+        cols: usize,
+        with_bias: bool,
+    ) -> Result<Linear> {
+        let wname = Self::gguf_name(name, false);
+        let t = self.qtensor(&wname)?;
+        let dims = t.shape().dims().to_vec();
+        if dims != [rows, cols] {
+            return Err(ModelError::BadShape {
+                name: wname,
+                got: dims,
+                want: vec![rows, cols],
+            });
+        }
+        check_supported(&wname, t.dtype())?;
+        let dense = matches!(t.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
+        let weight = if dense || self.mode == WeightMode::F32 {
+            let w = t
+                .dequantize(&Device::Cpu)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
+            Weight::F32(w)
+        } else {
+            Weight::Quant(Arc::new(t))
+        };
+        let bias = if with_bias {
+            Some(self.vector_named(&Self::gguf_name(name, true), rows)?)
+        } else {
+            None
+        };
+        Linear::new(rows, cols, weight, bias)
+    }
+
+    fn vector(&mut self, name: TensorName, len: usize) -> Result<Vec<f32>> {
+        self.vector_named(&Self::gguf_name(name, false), len)
+    }
+}
+
+impl GgufSource {
+    fn vector_named(&mut self, name: &str, len: usize) -> Result<Vec<f32>> {
+        let v = self.raw_vector(name)?;
+        if v.len() != len {
+            return Err(ModelError::BadShape {
+                name: name.to_string(),
+                got: vec![v.len()],
+                want: vec![len],
+            });
+        }
+        Ok(v)
+    }
+}
