@@ -1,0 +1,165 @@
+//! Tokenizer and chat-template parity with llama.cpp / transformers on the default model
+//! (SmolLM2-135M-Instruct Q4_1 GGUF): rendered prompts, prompt token ids and decoded
+//! generations of `shared/reference/*_greedy.jsonl` must match exactly.
+//!
+//! Needs the model (`rkv fetch`, or RKV_MODEL_PATH) and the reference files
+//! (RKV_REFERENCE_DIR); fails, with a message saying what is missing, when they are absent.
+
+use std::path::PathBuf;
+
+use candle_core::quantized::gguf_file;
+use rkv_model::chat_template::ChatMessage;
+use rkv_model::tokenizer::Tokenizer;
+use serde_json::Value;
+
+const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn model_path() -> PathBuf {
+    if let Ok(p) = std::env::var("RKV_MODEL_PATH") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var("RKV_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| ".".into())).join(".cache/rkv")
+        });
+    home.join("models").join(MODEL_FILE)
+}
+
+fn reference_dir() -> PathBuf {
+    std::env::var("RKV_REFERENCE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/reference"
+            ))
+        })
+}
+
+fn load_tokenizer() -> Tokenizer {
+    let path = model_path();
+    assert!(
+        path.exists(),
+        "model file {} is missing: download it with `rkv fetch` (or point RKV_MODEL_PATH / \
+         RKV_HOME at a copy of {MODEL_FILE})",
+        path.display()
+    );
+    let mut file = std::fs::File::open(&path).expect("open model file");
+    let content = gguf_file::Content::read(&mut file).expect("read GGUF metadata");
+    Tokenizer::from_gguf(&content).expect("build tokenizer from GGUF")
+}
+
+fn load_reference(name: &str) -> Vec<Value> {
+    let path = reference_dir().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "reference file {} is missing ({e}): set RKV_REFERENCE_DIR to the directory \
+             holding {name} (shared/reference of the project)",
+            path.display()
+        )
+    });
+    let rows: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("reference line is JSON"))
+        .collect();
+    assert!(!rows.is_empty(), "{} has no rows", path.display());
+    rows
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .expect("id array")
+        .iter()
+        .map(|x| x.as_u64().expect("id") as u32)
+        .collect()
+}
+
+fn check_file(tok: &Tokenizer, name: &str) {
+    for (i, row) in load_reference(name).iter().enumerate() {
+        let prompt = row["prompt"].as_str().expect("prompt");
+        let rendered = if row["chat"].as_bool().expect("chat") {
+            tok.apply_chat_template(&[ChatMessage::user(prompt)], true)
+                .expect("render chat template")
+        } else {
+            prompt.to_owned()
+        };
+        assert_eq!(
+            rendered,
+            row["rendered"].as_str().unwrap(),
+            "{name} #{i}: rendered"
+        );
+        let got = tok.encode(&rendered).expect("encode");
+        assert_eq!(
+            got,
+            ids(&row["prompt_token_ids"]),
+            "{name} #{i}: prompt ids"
+        );
+
+        let gen = ids(&row["token_ids"]);
+        let text = row["text"].as_str().expect("text");
+        assert_eq!(
+            tok.decode(&gen, false).unwrap(),
+            text,
+            "{name} #{i}: decode"
+        );
+
+        let mut stream = tok.stream(false);
+        let mut streamed = String::new();
+        for &id in &gen {
+            if let Some(piece) = stream.push(id).unwrap() {
+                streamed.push_str(&piece);
+            }
+        }
+        if let Some(rest) = stream.finish().unwrap() {
+            streamed.push_str(&rest);
+        }
+        assert_eq!(streamed, text, "{name} #{i}: streamed decode");
+    }
+}
+
+#[test]
+fn smollm2_metadata() {
+    let tok = load_tokenizer();
+    assert_eq!(tok.vocab_size(), 49152);
+    assert_eq!(tok.eos_token_ids(), &[2]);
+    assert_eq!(tok.bos_token_id(), Some(1));
+    assert!(!tok.adds_bos());
+    assert_eq!(tok.token_str(2).as_deref(), Some("<|im_end|>"));
+    assert_eq!(tok.encode("<|im_start|>user").unwrap()[0], 1);
+    assert_eq!(tok.decode(&[1, 2], true).unwrap(), "");
+    assert!(tok.chat_template().is_some());
+}
+
+#[test]
+fn llamacpp_reference_prompts_and_decodes() {
+    check_file(&load_tokenizer(), "llamacpp_greedy.jsonl");
+}
+
+#[test]
+fn transformers_reference_prompts_and_decodes() {
+    check_file(&load_tokenizer(), "transformers_f32_greedy.jsonl");
+}
+
+#[test]
+fn tricky_texts_round_trip() {
+    let tok = load_tokenizer();
+    for text in [
+        "",
+        " ",
+        "  leading spaces and trailing  ",
+        "numbers 1234567 and 3.14159",
+        "unicode: héllo wörld — 日本語 🦀 emoji",
+        "tabs\tand\nnew\r\nlines\n\n\n",
+        "it's they're we'll I'd",
+        "<|im_start|>system\nhi<|im_end|>\n",
+    ] {
+        let ids = tok.encode(text).unwrap();
+        assert_eq!(tok.decode(&ids, false).unwrap(), text, "{text:?}");
+    }
+    // Digits are split one by one by the smollm pre-tokenizer.
+    let ids = tok.encode("2024").unwrap();
+    assert_eq!(ids.len(), 4);
+    assert!(tok.decode(&[u32::MAX], false).is_err());
+}
