@@ -89,26 +89,40 @@ impl<'a> PagedAttention<'a> {
     }
 }
 
+/// Element types the store keeps, with the batched GQA kernels over one contiguous run of
+/// `n` slots: `scores[i, j] = q_i . k_j` and `out[i] += sum_j w[i, j] v_j`.
 trait KvElem: Copy + Send + Sync {
-    fn dot(k: &[Self], q: &[f32]) -> f32;
-    fn axpy(y: &mut [f32], a: f32, x: &[Self]);
+    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]);
+    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]);
 }
 
 impl KvElem for f16 {
-    fn dot(k: &[Self], q: &[f32]) -> f32 {
-        rkv_kernels::attn::dot_f16(k, q)
+    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
+        rkv_kernels::gqa::gqa_scores_f16(k, d, d, qs, scores)
     }
-    fn axpy(y: &mut [f32], a: f32, x: &[Self]) {
-        rkv_kernels::attn::axpy_f16(y, a, x)
+    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
+        rkv_kernels::gqa::gqa_weighted_sum_f16(v, d, d, w, out)
     }
 }
 
 impl KvElem for f32 {
-    fn dot(k: &[Self], q: &[f32]) -> f32 {
-        rkv_kernels::attn::dot_f32(k, q)
+    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
+        let g = qs.len() / d;
+        let n = scores.len() / g;
+        for (i, q) in qs.chunks_exact(d).enumerate() {
+            for (j, kr) in k.chunks_exact(d).take(n).enumerate() {
+                scores[i * n + j] = rkv_kernels::attn::dot_f32(kr, q);
+            }
+        }
     }
-    fn axpy(y: &mut [f32], a: f32, x: &[Self]) {
-        rkv_kernels::attn::axpy_f32(y, a, x)
+    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
+        let g = out.len() / d;
+        let n = w.len() / g;
+        for (i, o) in out.chunks_exact_mut(d).enumerate() {
+            for (j, vr) in v.chunks_exact(d).take(n).enumerate() {
+                rkv_kernels::attn::axpy_f32(o, w[i * n + j], vr);
+            }
+        }
     }
 }
 
@@ -118,11 +132,23 @@ fn chunk_len(visible: usize) -> usize {
     visible.div_ceil(4).max(512)
 }
 
+/// The contiguous runs `(slot_from, slot_to, element offset)` covering slots `c0..c1`.
+fn runs(run_offsets: &[usize], bs: usize, c0: usize, c1: usize) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    let mut s = c0;
+    while s < c1 {
+        let e = ((s / bs + 1) * bs).min(c1);
+        out.push((s, e, run_offsets[s / bs] + (s % bs)));
+        s = e;
+    }
+    out
+}
+
 #[allow(clippy::too_many_arguments)]
 fn partial<E: KvElem>(
     keys: &[E],
     values: &[E],
-    run_offsets: &[usize], // [n_blocks] element offset of slot 0 of this (layer, head) run
+    run_offsets: &[usize], // [n_blocks] slot offset of slot 0 of this (layer, head) run
     bs: usize,
     d: usize,
     qs: &[f32], // [g, d]
@@ -134,12 +160,18 @@ fn partial<E: KvElem>(
 ) -> Partial {
     let g = qs.len() / d;
     let n = c1 - c0;
-    let mut logits = vec![0f32; g * n];
-    for s in c0..c1 {
-        let at = run_offsets[s / bs] + (s % bs) * d;
-        let k = &keys[at..at + d];
+    let runs = runs(run_offsets, bs, c0, c1);
+    let mut logits = vec![0f32; g * n]; // [g, n]
+    let mut tmp = vec![0f32; g * bs]; // [g, run]
+    for &(s0, s1, off) in &runs {
+        let m = s1 - s0;
+        let t = &mut tmp[..g * m];
+        E::scores(&keys[off * d..(off + m) * d], d, qs, t);
         for i in 0..g {
-            logits[i * n + s - c0] = E::dot(k, &qs[i * d..(i + 1) * d]) * scale;
+            let dst = &mut logits[i * n + s0 - c0..i * n + s1 - c0];
+            for (o, &x) in dst.iter_mut().zip(&t[i * m..(i + 1) * m]) {
+                *o = x * scale;
+            }
         }
     }
     let kept_logits = if keep_logits {
@@ -161,12 +193,13 @@ fn partial<E: KvElem>(
         sum[i] = s_;
     }
     let mut acc = vec![0f32; g * d];
-    for s in c0..c1 {
-        let at = run_offsets[s / bs] + (s % bs) * d;
-        let v = &values[at..at + d];
+    for &(s0, s1, off) in &runs {
+        let m = s1 - s0;
+        let t = &mut tmp[..g * m];
         for i in 0..g {
-            E::axpy(&mut acc[i * d..(i + 1) * d], logits[i * n + s - c0], v);
+            t[i * m..(i + 1) * m].copy_from_slice(&logits[i * n + s0 - c0..i * n + s1 - c0]);
         }
+        E::weighted_sum(&values[off * d..(off + m) * d], d, t, &mut acc);
     }
     Partial {
         max,
@@ -245,7 +278,7 @@ impl Attention for PagedAttention<'_> {
         let run_offsets = |seg: &Segment, h: usize| -> Vec<usize> {
             seg.blocks
                 .iter()
-                .map(|&b| layout.elem_offset(b, layer, h, 0))
+                .map(|&b| layout.elem_offset(b, layer, h, 0) / d)
                 .collect()
         };
         let partials: Vec<Partial> = tasks
@@ -335,9 +368,8 @@ impl Attention for PagedAttention<'_> {
                             let n = c1 - c0;
                             let hi = c1.min(cand);
                             if hi > c0 {
-                                dst[c0..hi].copy_from_slice(
-                                    &partials[p].logits[gi * n..gi * n + hi - c0],
-                                );
+                                dst[c0..hi]
+                                    .copy_from_slice(&partials[p].logits[gi * n..gi * n + hi - c0]);
                             }
                         }
                     }

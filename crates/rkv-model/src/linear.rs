@@ -9,16 +9,58 @@ use std::sync::Arc;
 
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use rayon::prelude::*;
+
+use candle_core::quantized::GgmlDType;
+use rkv_kernels as k;
+use rkv_kernels::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 
 use crate::error::{ModelError, Result};
 
 /// How a weight matrix `[rows, cols]` is stored.
 pub enum Weight {
-    /// A GGML-quantised tensor run through candle's quantised matmul.
+    /// ggml Q4_0 blocks, rkv's own kernels (activations quantised to Q8_0). `[rows, cols/32]`
+    Q4_0(Vec<BlockQ4_0>),
+    /// ggml Q4_1 blocks, rkv's own kernels (activations quantised to Q8_1). `[rows, cols/32]`
+    Q4_1(Vec<BlockQ4_1>),
+    /// ggml Q8_0 blocks, rkv's own kernels (activations quantised to Q8_0). `[rows, cols/32]`
+    Q8_0(Vec<BlockQ8_0>),
+    /// Any other GGML-quantised tensor (K-quants, Q5), run through candle's quantised matmul.
     Quant(Arc<QTensor>),
     /// Dense f32, row-major. `[rows, cols]`
     F32(Vec<f32>),
+}
+
+impl Weight {
+    /// Picks rkv's own kernels for the block types they cover, candle's otherwise.
+    pub fn from_qtensor(t: QTensor) -> Result<Self> {
+        let kerr = |e: k::KernelError| ModelError::BadInput(format!("quantised weight: {e}"));
+        Ok(match t.dtype() {
+            GgmlDType::Q4_0 => Weight::Q4_0(k::blocks_from_bytes(&t.data()?).map_err(kerr)?),
+            GgmlDType::Q4_1 => Weight::Q4_1(k::blocks_from_bytes(&t.data()?).map_err(kerr)?),
+            GgmlDType::Q8_0 => Weight::Q8_0(k::blocks_from_bytes(&t.data()?).map_err(kerr)?),
+            _ => Weight::Quant(Arc::new(t)),
+        })
+    }
+}
+
+fn kernel_err(e: k::KernelError) -> ModelError {
+    ModelError::BadInput(format!("kernel: {e}"))
+}
+
+fn quantize_q8_0(x: &[f32], cols: usize) -> Result<Vec<BlockQ8_0>> {
+    let mut q = vec![BlockQ8_0::default(); x.len() / QK];
+    for (xr, qr) in x.chunks_exact(cols).zip(q.chunks_exact_mut(cols / QK)) {
+        k::quantize_row_q8_0(xr, qr).map_err(kernel_err)?;
+    }
+    Ok(q)
+}
+
+fn quantize_q8_1(x: &[f32], cols: usize) -> Result<Vec<BlockQ8_1>> {
+    let mut q = vec![BlockQ8_1::default(); x.len() / QK];
+    for (xr, qr) in x.chunks_exact(cols).zip(q.chunks_exact_mut(cols / QK)) {
+        k::quantize_row_q8_1(xr, qr).map_err(kernel_err)?;
+    }
+    Ok(q)
 }
 
 pub struct Linear {
@@ -30,13 +72,17 @@ pub struct Linear {
 
 impl Linear {
     pub fn new(rows: usize, cols: usize, weight: Weight, bias: Option<Vec<f32>>) -> Result<Self> {
-        if let Weight::F32(w) = &weight {
-            if w.len() != rows * cols {
-                return Err(ModelError::BadInput(format!(
-                    "dense weight has {} values, expected {rows} x {cols}",
-                    w.len()
-                )));
-            }
+        let (have, want) = match &weight {
+            Weight::F32(w) => (w.len(), rows * cols),
+            Weight::Q4_0(w) => (w.len() * QK, rows * cols),
+            Weight::Q4_1(w) => (w.len() * QK, rows * cols),
+            Weight::Q8_0(w) => (w.len() * QK, rows * cols),
+            Weight::Quant(_) => (0, 0),
+        };
+        if have != want || (!matches!(weight, Weight::F32(_)) && !cols.is_multiple_of(QK)) {
+            return Err(ModelError::BadInput(format!(
+                "weight holds {have} values, expected {rows} x {cols}"
+            )));
         }
         if let Some(b) = &bias {
             if b.len() != rows {
@@ -77,22 +123,27 @@ impl Linear {
                 out.len()
             )));
         }
+        let rows = self.rows;
         match &self.weight {
+            Weight::Q4_0(w) => {
+                let xq = quantize_q8_0(x, self.cols)?;
+                k::matmul_q4_0(w, rows, &xq, n, out).map_err(kernel_err)?;
+            }
+            Weight::Q4_1(w) => {
+                let xq = quantize_q8_1(x, self.cols)?;
+                k::matmul_q4_1(w, rows, &xq, n, out).map_err(kernel_err)?;
+            }
+            Weight::Q8_0(w) => {
+                let xq = quantize_q8_0(x, self.cols)?;
+                k::matmul_q8_0(w, rows, &xq, n, out).map_err(kernel_err)?;
+            }
             Weight::Quant(q) => {
                 let xt = Tensor::from_slice(x, (n, self.cols), &Device::Cpu)?;
                 let y = QMatMul::QTensor(q.clone()).forward(&xt)?;
                 let y = y.flatten_all()?.to_vec1::<f32>()?;
                 out.copy_from_slice(&y);
             }
-            Weight::F32(w) => {
-                let cols = self.cols;
-                for (xr, or) in x.chunks_exact(cols).zip(out.chunks_exact_mut(self.rows)) {
-                    or.par_iter_mut().enumerate().for_each(|(r, o)| {
-                        let wr = &w[r * cols..(r + 1) * cols];
-                        *o = wr.iter().zip(xr).map(|(a, b)| a * b).sum();
-                    });
-                }
-            }
+            Weight::F32(w) => k::matmul_f32(w, rows, x, n, out).map_err(kernel_err)?,
         }
         if let Some(b) = &self.bias {
             for or in out.chunks_exact_mut(self.rows) {
@@ -112,7 +163,17 @@ impl Linear {
                 self.rows, self.cols
             )));
         }
+        let nb = self.cols / QK;
         match &self.weight {
+            Weight::Q4_0(w) => {
+                k::dequantize_row_q4_0(&w[r * nb..(r + 1) * nb], out).map_err(kernel_err)?
+            }
+            Weight::Q4_1(w) => {
+                k::dequantize_row_q4_1(&w[r * nb..(r + 1) * nb], out).map_err(kernel_err)?
+            }
+            Weight::Q8_0(w) => {
+                k::dequantize_row_q8_0(&w[r * nb..(r + 1) * nb], out).map_err(kernel_err)?
+            }
             Weight::Quant(q) => {
                 let ids = Tensor::new(&[r as u32], &Device::Cpu)?;
                 let y = q.embedding(&ids)?.flatten_all()?.to_vec1::<f32>()?;

@@ -7,7 +7,6 @@
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -244,7 +243,7 @@ impl TensorSource for GgufSource {
                 .to_vec1::<f32>()?;
             Weight::F32(w)
         } else {
-            Weight::Quant(Arc::new(t))
+            Weight::from_qtensor(t)?
         };
         let bias = if with_bias {
             Some(self.vector_named(&Self::gguf_name(name, true), rows)?)
