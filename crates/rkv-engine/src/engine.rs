@@ -392,6 +392,50 @@ impl Engine {
         }
     }
 
+    /// Feeds `tokens` through a fresh, uncompressed sequence (chunked prefill on the
+    /// normal path) and returns the logits of every position: `[n, vocab]`. The
+    /// sequence's blocks are returned afterwards. For parity checks and scoring.
+    pub fn prompt_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let vocab = self.model.config().vocab_size;
+        if tokens.is_empty() {
+            return Err(EngineError::BadRequest("no tokens to score".into()));
+        }
+        if tokens.len() > self.max_context() {
+            return Err(EngineError::TooLong {
+                prompt: tokens.len(),
+                max_new: 0,
+                context: self.max_context(),
+            });
+        }
+        let shape = self.model.attention_shape();
+        let mut table = rkv_core::block_pool::BlockTable::new();
+        let mut logits = Vec::with_capacity(tokens.len() * vocab);
+        let mut run = || -> Result<()> {
+            for (ci, chunk) in tokens.chunks(self.cfg.max_batch_tokens).enumerate() {
+                let start = ci * self.cfg.max_batch_tokens;
+                let len_before = table.len();
+                self.store.reserve(&mut table, chunk.len())?;
+                let positions: Vec<usize> = (start..start + chunk.len()).collect();
+                let seg = Segment {
+                    blocks: table.blocks().to_vec(),
+                    token_start: 0,
+                    n_tokens: chunk.len(),
+                    len_before,
+                    positions: positions.iter().map(|&p| p as u32).collect(),
+                    capture: None,
+                    accumulate: None,
+                };
+                let mut attn = PagedAttention::new(&mut self.store, shape, vec![seg]);
+                let rows: Vec<usize> = (0..chunk.len()).collect();
+                logits.extend(self.model.forward(chunk, &positions, &mut attn, &rows)?);
+            }
+            Ok(())
+        };
+        let res = run();
+        self.store.release(&mut table)?;
+        res.map(|_| logits)
+    }
+
     /// Drops a sequence, returning its blocks.
     pub fn abort(&mut self, id: SeqId) -> Result<()> {
         if let Some(k) = self.seqs.iter().position(|s| s.id == id) {

@@ -69,7 +69,7 @@ struct Partial {
     max: Vec<f32>,    // [g]
     sum: Vec<f32>,    // [g]
     acc: Vec<f32>,    // [g, head_dim]
-    probs: Vec<f32>,  // [g, chunk] exp(l - max), kept only when observations need them
+    probs: Vec<f32>,  // [g, chunk] chunk-normalised probabilities, kept only for H2O
     logits: Vec<f32>, // [g, chunk] raw logits, kept only when captured
 }
 
@@ -92,11 +92,16 @@ impl<'a> PagedAttention<'a> {
 /// Element types the store keeps, with the batched GQA kernels over one contiguous run of
 /// `n` slots: `scores[i, j] = q_i . k_j` and `out[i] += sum_j w[i, j] v_j`.
 trait KvElem: Copy + Send + Sync {
+    /// Rounds operands the way ggml's f16 matmuls do (no-op for f32 storage).
+    fn round(x: f32) -> f32;
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]);
     fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]);
 }
 
 impl KvElem for f16 {
+    fn round(x: f32) -> f32 {
+        f16::from_f32(x).to_f32()
+    }
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
         rkv_kernels::gqa::gqa_scores_f16(k, d, d, qs, scores)
     }
@@ -106,6 +111,9 @@ impl KvElem for f16 {
 }
 
 impl KvElem for f32 {
+    fn round(x: f32) -> f32 {
+        x
+    }
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
         let g = qs.len() / d;
         let n = scores.len() / g;
@@ -161,6 +169,10 @@ fn partial<E: KvElem>(
     let g = qs.len() / d;
     let n = c1 - c0;
     let runs = runs(run_offsets, bs, c0, c1);
+    // ggml multiplies an f16 cache with f16 copies of its operands: the queries here, the
+    // probabilities below. Doing the same keeps f16-KV runs token-equal to llama.cpp.
+    let qr: Vec<f32> = qs.iter().map(|&x| E::round(x)).collect();
+    let qs = &qr[..];
     let mut logits = vec![0f32; g * n]; // [g, n]
     let mut tmp = vec![0f32; g * bs]; // [g, run]
     for &(s0, s1, off) in &runs {
@@ -189,6 +201,11 @@ fn partial<E: KvElem>(
             *l = (*l - m).exp();
             s_ += *l;
         }
+        // Weights are the chunk's normalised probabilities (rounded like ggml's), scaled
+        // back by the chunk sum so chunks merge by the online-softmax rule.
+        for l in row.iter_mut() {
+            *l = E::round(*l / s_);
+        }
         max[i] = m;
         sum[i] = s_;
     }
@@ -200,6 +217,11 @@ fn partial<E: KvElem>(
             t[i * m..(i + 1) * m].copy_from_slice(&logits[i * n + s0 - c0..i * n + s1 - c0]);
         }
         E::weighted_sum(&values[off * d..(off + m) * d], d, t, &mut acc);
+    }
+    for i in 0..g {
+        acc[i * d..(i + 1) * d]
+            .iter_mut()
+            .for_each(|a| *a *= sum[i]);
     }
     Partial {
         max,
@@ -351,7 +373,7 @@ impl Attention for PagedAttention<'_> {
                     for p in i..j {
                         let (_, _, _, c0, c1) = tasks[p];
                         let n = c1 - c0;
-                        let w = (partials[p].max[gi] - m).exp() / denom;
+                        let w = partials[p].sum[gi] * (partials[p].max[gi] - m).exp() / denom;
                         for (s, pr) in (c0..c1).zip(&partials[p].probs[gi * n..(gi + 1) * n]) {
                             buf[s] += pr * w;
                         }

@@ -2,12 +2,18 @@
 //!
 //! Must not know: layers, weights formats, caches.
 
+/// `1 / sqrt(mean(x^2) + eps)`, with squares summed in f64 as ggml does.
+fn inv_rms(x: &[f32], eps: f32) -> f32 {
+    let ss: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let mean = (ss / x.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
+}
+
 /// `out = x / sqrt(mean(x^2) + eps) * w`, row by row. `x`, `out`: [n, dim], `w`: [dim].
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let dim = w.len();
     for (xr, or) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
-        let ss: f32 = xr.iter().map(|v| v * v).sum::<f32>() / dim as f32;
-        let scale = 1.0 / (ss + eps).sqrt();
+        let scale = inv_rms(xr, eps);
         for ((o, &xv), &wv) in or.iter_mut().zip(xr).zip(w) {
             *o = xv * scale * wv;
         }
@@ -18,8 +24,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     let dim = w.len();
     for xr in x.chunks_exact_mut(dim) {
-        let ss: f32 = xr.iter().map(|v| v * v).sum::<f32>() / dim as f32;
-        let scale = 1.0 / (ss + eps).sqrt();
+        let scale = inv_rms(xr, eps);
         for (xv, &wv) in xr.iter_mut().zip(w) {
             *xv = *xv * scale * wv;
         }
@@ -41,7 +46,7 @@ mod tests {
     fn rms_norm_unit_rows() {
         let x = [3.0, 4.0, 0.0, 0.0];
         let mut out = [0.0; 4];
-        rms_norm(&x, &[1.0, 2.0], 0.0, &mut out);
+        rms_norm(&x, &[1.0, 2.0], 1e-12, &mut out);
         let s = (12.5f32).sqrt();
         assert!((out[0] - 3.0 / s).abs() < 1e-6);
         assert!((out[1] - 8.0 / s).abs() < 1e-6);

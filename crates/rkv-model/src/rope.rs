@@ -77,15 +77,22 @@ pub struct RopeTable {
 
 impl RopeTable {
     pub fn new(cfg: &RopeConfig, head_dim: usize, positions: &[usize]) -> Self {
-        let inv = cfg.inv_freqs(head_dim);
         let half = head_dim / 2;
+        // Angles as ggml forms them: theta_i = p * s^i by repeated multiplication with
+        // s = base^(-2/d), divided by the frequency factor when there is one.
+        let scale = cfg.theta.powf(-2.0 / head_dim as f32);
         let mut cos = Vec::with_capacity(positions.len() * half);
         let mut sin = Vec::with_capacity(positions.len() * half);
         for &p in positions {
-            for &f in &inv {
-                let a = p as f32 * f;
+            let mut theta = p as f32;
+            for i in 0..half {
+                let a = match &cfg.freq_factors {
+                    Some(ff) => theta / ff.get(i).copied().unwrap_or(1.0),
+                    None => theta,
+                };
                 cos.push(a.cos());
                 sin.push(a.sin());
+                theta *= scale;
             }
         }
         Self {

@@ -1,0 +1,87 @@
+//! Shared set-up of the engine's tests on the real default model: where the model and the
+//! reference data are, and building an engine over them. Missing data fails loudly.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use rkv_core::config::CompressionConfig;
+use rkv_engine::{Engine, EngineConfig, KvDtype};
+use rkv_model::WeightMode;
+
+/// The default model: `$RKV_MODEL_PATH`, else `$RKV_HOME/models/...`, else
+/// `~/.cache/rkv/models/...`. Panics with instructions when absent.
+pub fn model_path() -> PathBuf {
+    let p = std::env::var_os("RKV_MODEL_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("RKV_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rkv")
+                });
+            home.join("models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
+    assert!(
+        p.exists(),
+        "the default model is missing at {}: run `cargo run --release -p rkv-cli -- fetch` \
+         (or set RKV_MODEL_PATH)",
+        p.display()
+    );
+    p
+}
+
+/// A reference file: `$RKV_REFERENCE_DIR/NAME` (default `../shared/reference`), else the
+/// copy committed under `tests/data/`. Says which one it used.
+pub fn reference_file(name: &str) -> PathBuf {
+    let shared = std::env::var_os("RKV_REFERENCE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/reference"
+            ))
+        });
+    let p = shared.join(name);
+    if p.exists() {
+        eprintln!("reference: {}", p.display());
+        return p;
+    }
+    let local = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data")).join(name);
+    assert!(
+        local.exists(),
+        "reference file {name} is in neither {} nor {}",
+        shared.display(),
+        local.display()
+    );
+    eprintln!("reference: committed copy {}", local.display());
+    local
+}
+
+pub fn engine(mode: WeightMode, kv_dtype: KvDtype, compression: CompressionConfig) -> Engine {
+    let model = rkv_model::load(&model_path(), mode).expect("load the default model");
+    Engine::new(
+        model,
+        EngineConfig {
+            kv_dtype,
+            kv_blocks: 300,
+            compression,
+            ..EngineConfig::default()
+        },
+    )
+    .expect("engine")
+}
+
+/// Relative margin `(l1 - l2) / |l1|` of the two largest logits.
+pub fn top2_margin(logits: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &x in logits {
+        if x > a {
+            b = a;
+            a = x;
+        } else if x > b {
+            b = x;
+        }
+    }
+    (a - b) / a.abs()
+}
