@@ -23,6 +23,8 @@ pub enum ModelError {
     UnsupportedArch(String),
     #[error("unsupported weight type {dtype} for tensor `{tensor}`")]
     UnsupportedDtype { tensor: String, dtype: String },
+    #[error("unsupported quantisation: ggml type {0} (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)")]
+    UnsupportedQuant(String),
     #[error("missing tensor `{0}`")]
     MissingTensor(String),
     #[error("tensor `{name}` has shape {got:?}, expected {want:?}")]
@@ -38,9 +40,21 @@ pub enum ModelError {
     #[error("attention backend: {0}")]
     Attention(String),
     #[error("tensor library: {0}")]
-    Candle(#[from] candle_core::Error),
+    Candle(String),
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;
+
+/// The first line of a candle error: candle appends a backtrace to its message when
+/// `RUST_BACKTRACE` is set, which must not reach a one-line error.
+pub fn candle_message(e: &candle_core::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+impl From<candle_core::Error> for ModelError {
+    fn from(e: candle_core::Error) -> Self {
+        ModelError::Candle(candle_message(&e))
+    }
+}

@@ -14,7 +14,7 @@ use candle_core::Device;
 
 use super::{TensorName, TensorSource, WeightMode};
 use crate::config::{Arch, ModelConfig};
-use crate::error::{ModelError, Result};
+use crate::error::{candle_message, ModelError, Result};
 use crate::linear::{Linear, Weight};
 use crate::rope::RopeConfig;
 
@@ -35,9 +35,15 @@ impl GgufSource {
             source,
         })?;
         let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader).map_err(|e| ModelError::BadGguf {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
+        let content = Content::read(&mut reader).map_err(|e| {
+            let reason = candle_message(&e);
+            match reason.strip_prefix("unknown dtype for tensor ") {
+                Some(code) => ModelError::UnsupportedQuant(code.to_string()),
+                None => ModelError::BadGguf {
+                    path: path.to_path_buf(),
+                    reason,
+                },
+            }
         })?;
         let file_len = std::fs::metadata(path)
             .map_err(|source| ModelError::Io {
@@ -187,7 +193,7 @@ impl GgufSource {
             .tensor(&mut self.reader, name, &Device::Cpu)
             .map_err(|e| ModelError::BadGguf {
                 path: self.path.clone(),
-                reason: format!("tensor `{name}`: {e}"),
+                reason: format!("tensor `{name}`: {}", candle_message(&e)),
             })
     }
 

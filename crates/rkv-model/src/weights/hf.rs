@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::{TensorName, TensorSource};
 use crate::config::{Arch, ModelConfig};
-use crate::error::{ModelError, Result};
+use crate::error::{candle_message, ModelError, Result};
 use crate::linear::{Linear, Weight};
 use crate::rope::{llama3_freq_factors, RopeConfig, RopeStyle};
 
@@ -112,8 +112,13 @@ impl HfSource {
         }
         let mut tensors = HashMap::new();
         for f in files {
-            let t = candle_core::safetensors::load(&f, &Device::Cpu)
-                .map_err(|e| ModelError::BadConfig(format!("cannot read {}: {e}", f.display())))?;
+            let t = candle_core::safetensors::load(&f, &Device::Cpu).map_err(|e| {
+                ModelError::BadConfig(format!(
+                    "cannot read {}: {}",
+                    f.display(),
+                    candle_message(&e)
+                ))
+            })?;
             tensors.extend(t);
         }
         Ok(Self { tensors })
