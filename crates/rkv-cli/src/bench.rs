@@ -71,6 +71,15 @@ fn decode(a: DecodeArgs) -> Result<()> {
         );
     }
     let filler = model.tokenizer.encode(FILLER)?;
+    let model_name = a
+        .model
+        .model
+        .as_ref()
+        .and_then(|p| p.file_name())
+        .map_or_else(
+            || crate::fetch::DEFAULT_MODEL_FILE.to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
     let mut cfg = EngineConfig {
         kv_dtype: a.kv.kv_dtype(),
         compression,
@@ -97,6 +106,10 @@ fn decode(a: DecodeArgs) -> Result<()> {
         }
         let (med, min, max) = stats(&mut tps);
         let row = json!({
+            "bench": "decode",
+            "model": model_name,
+            "threads": rayon::current_num_threads(),
+            "kv_dtype": a.kv.kv_dtype,
             "depth": depth,
             "tokens": a.tokens,
             "repeat": a.repeat,

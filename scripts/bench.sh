@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs the benchmarks behind BENCHMARKS.md and writes their JSON to bench/results/, then
+# renders BENCHMARKS.md. Takes about 30 minutes on 2 cores. Optional: LLAMACPP_PY=path to a
+# python with llama-cpp-python installed runs llama.cpp side by side (see
+# ../shared/reference/LLAMACPP.md for how it was built).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p rkv-cli
+RKV=./target/release/rkv
+OUT=bench/results
+mkdir -p "$OUT"
+MODEL=$($RKV fetch)
+run() { # name, command...
+  local name=$1; shift
+  echo "== $name: $*" >&2
+  { echo "{\"command\": $(printf '%s ' "$@" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}"; "$@"; } > "$OUT/$name.jsonl"
+}
+run decode_full $RKV bench decode --threads 2 --depths 0,512,1024,4096,8000 --tokens 128 --repeat 3 --json
+run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 1024 --depths 0,4096,8000 --tokens 128 --repeat 3 --json
+run gen4096_rkv512 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
+run gen4096_snapkv512 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
+run gen4096_full $RKV bench decode --threads 2 --depths 0 --tokens 4096 --repeat 3 --json
+if [ -n "${LLAMACPP_PY:-}" ]; then
+  echo "== llama.cpp" >&2
+  "$LLAMACPP_PY" ../shared/reference/llamacpp_bench.py --model "$MODEL" --depths 0,512,1024,4096,8000 \
+    --gen 128 --reps 3 --threads 2 --no-extra-bufts > "$OUT/llamacpp.txt"
+fi
+lscpu | grep -E "Model name|^CPU\(s\)" > "$OUT/machine.txt"
+date -u +%Y-%m-%d > "$OUT/date.txt"
+python3 scripts/render_benchmarks.py
