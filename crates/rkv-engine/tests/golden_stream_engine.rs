@@ -14,8 +14,11 @@
 //!   compaction moved keys, values and positions together.
 //!
 //! A second test feeds the prompt in chunks by the engine's chunking rule
-//! (`Engine::next_feed`), observing only the final chunk as the engine does, and expects the
-//! same kept sets; a third pins down a case where that rule leaves a window row unobserved.
+//! (`Engine::next_feed`), observing in the final chunk as the engine does and compressing
+//! only after it (the prompt is one append; `Engine::step` itself does not yet hold to this,
+//! see `chunked_long_prompt_matches_one_shot` in `policies_tiny.rs`), and expects the same
+//! kept sets; two ignored tests pin down a case where that rule leaves a window row
+//! unobserved.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -211,7 +211,10 @@ fn chunked_vs_one_shot(prompt_len: usize, chunk: usize, policies: &[PolicyKind])
         let mut chunked = m.engine(chunk);
         let prompt = random_prompt(40 + si as u64, prompt_len);
         for &policy in policies {
-            let tag = format!("{} {policy} prompt {prompt_len} chunks of {chunk}", spec.name);
+            let tag = format!(
+                "{} {policy} prompt {prompt_len} chunks of {chunk}",
+                spec.name
+            );
             let c = if policy == PolicyKind::Full {
                 CompressionConfig::full()
             } else {
@@ -263,9 +266,21 @@ fn concurrent_requests_match_each_alone() {
     for (si, spec) in SPECS.iter().enumerate() {
         let m = TinyModel::new(*spec, 400 + si as u64);
         let jobs: Vec<(Vec<u32>, usize, CompressionConfig)> = vec![
-            (random_prompt(50 + si as u64, 20), 120, comp(PolicyKind::RKv, BUDGET)),
-            (random_prompt(60 + si as u64, 33), 90, comp(PolicyKind::H2o, BUDGET)),
-            (random_prompt(70 + si as u64, 9), 100, CompressionConfig::full()),
+            (
+                random_prompt(50 + si as u64, 20),
+                120,
+                comp(PolicyKind::RKv, BUDGET),
+            ),
+            (
+                random_prompt(60 + si as u64, 33),
+                90,
+                comp(PolicyKind::H2o, BUDGET),
+            ),
+            (
+                random_prompt(70 + si as u64, 9),
+                100,
+                CompressionConfig::full(),
+            ),
             (
                 random_prompt(80 + si as u64, 25),
                 110,
@@ -277,7 +292,13 @@ fn concurrent_requests_match_each_alone() {
             .iter()
             .enumerate()
             .map(|(i, (p, n, c))| {
-                generate(&mut solo_engine, p, *n, *c, &format!("{} solo {i}", spec.name))
+                generate(
+                    &mut solo_engine,
+                    p,
+                    *n,
+                    *c,
+                    &format!("{} solo {i}", spec.name),
+                )
             })
             .collect();
         // Together: the last request joins a few steps late, and a small token budget per
@@ -301,18 +322,23 @@ fn concurrent_requests_match_each_alone() {
             }
             assert_eq!(e.store().pool().n_free(), KV_BLOCKS, "{}", spec.name);
             for (i, id) in ids.iter().enumerate() {
-                let tag = format!("{} request {i} batched (max_batch_tokens {max_batch})", spec.name);
+                let tag = format!(
+                    "{} request {i} batched (max_batch_tokens {max_batch})",
+                    spec.name
+                );
                 let out = e
                     .take_output(*id)
                     .unwrap_or_else(|| panic!("{tag}: no output"));
                 assert_eq!(out.token_ids, solo[i].token_ids, "{tag}: tokens");
                 assert_eq!(out.stats.compressions, solo[i].stats.compressions, "{tag}");
                 assert_eq!(
-                    out.stats.evicted_tokens,
-                    solo[i].stats.evicted_tokens,
+                    out.stats.evicted_tokens, solo[i].stats.evicted_tokens,
                     "{tag}"
                 );
-                assert_eq!(out.stats.kv_slots_peak, solo[i].stats.kv_slots_peak, "{tag}");
+                assert_eq!(
+                    out.stats.kv_slots_peak, solo[i].stats.kv_slots_peak,
+                    "{tag}"
+                );
             }
         }
     }
@@ -367,10 +393,19 @@ fn bad_compression_config_is_refused_naming_the_field() {
             .add_request(request(&prompt, 5), Some(c))
             .expect_err(&format!("{c:?} accepted"));
         let msg = err.to_string();
-        assert!(msg.contains(field), "{c:?}: error {msg:?} does not name {field}");
+        assert!(
+            msg.contains(field),
+            "{c:?}: error {msg:?} does not name {field}"
+        );
         assert!(!e.has_work(), "a refused request was admitted");
         assert_eq!(e.store().pool().n_free(), KV_BLOCKS);
     }
     // The engine still works afterwards.
-    generate(&mut e, &prompt, 5, comp(PolicyKind::RKv, BUDGET), "after refusals");
+    generate(
+        &mut e,
+        &prompt,
+        5,
+        comp(PolicyKind::RKv, BUDGET),
+        "after refusals",
+    );
 }

@@ -130,9 +130,19 @@ impl Spec {
             // q and k a little hotter than unit so attention is not near-uniform.
             let a = 1.5 * lin(HIDDEN);
             put(format!("{p}.self_attn.q_proj.weight"), &[qd, HIDDEN], -a, a);
-            put(format!("{p}.self_attn.k_proj.weight"), &[kvd, HIDDEN], -a, a);
+            put(
+                format!("{p}.self_attn.k_proj.weight"),
+                &[kvd, HIDDEN],
+                -a,
+                a,
+            );
             let a = lin(HIDDEN);
-            put(format!("{p}.self_attn.v_proj.weight"), &[kvd, HIDDEN], -a, a);
+            put(
+                format!("{p}.self_attn.v_proj.weight"),
+                &[kvd, HIDDEN],
+                -a,
+                a,
+            );
             let a = lin(qd);
             put(format!("{p}.self_attn.o_proj.weight"), &[HIDDEN, qd], -a, a);
             if self.arch == "qwen2" {
