@@ -10,8 +10,14 @@
 //!
 //! Must not know: thresholds, column sums, selection, the schedule.
 
-/// Lanes of the dot product's partial sums (a fixed order, vectorisable).
-const LANES: usize = 8;
+/// Lanes of the f32 dot product's partial sums (one AVX-512 register; a fixed order).
+const LANES: usize = 16;
+
+/// Lanes of the f64 dot products' partial sums.
+const LANES_F64: usize = 8;
+
+/// Candidates whose entries [`CosineRows::latest_match`] computes together.
+const BLOCK: usize = 4;
 
 /// Inverse norms `1 / (||k||_2 + 1e-8)` of `len` keys (norm accumulated in f64).
 ///
@@ -29,43 +35,139 @@ pub fn inv_norm(key: &[f32]) -> f32 {
     1.0 / (dot_f64(key, key).sqrt() as f32 + 1e-8)
 }
 
-/// Dot product of two equal-length f32 vectors in a fixed order: two sets of `LANES`
-/// partial sums over alternating blocks of `LANES` (two independent chains), added
-/// lane-wise, reduced as a tree (8 -> 4 -> 2 -> 1), then the tail. Symmetric:
-/// `dot(a, b) == dot(b, a)` bit for bit.
+/// `a * b + c`: fused (one rounding) where the target has FMA, else two roundings. Either
+/// way one fixed function per build, symmetric in `a` and `b`.
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+#[inline(always)]
+fn madd(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_feature = "fma")]
+    {
+        a.mul_add(b, c)
+    }
+    #[cfg(not(target_feature = "fma"))]
+    {
+        a * b + c
+    }
+}
+
+/// The fixed reduction of the lane sums: a tree (16 -> 8 -> 4 -> 2 -> 1).
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+#[inline(always)]
+fn reduce(acc: &[f32; LANES]) -> f32 {
+    let mut v8 = [0.0f32; 8];
+    for (l, v) in v8.iter_mut().enumerate() {
+        *v = acc[l] + acc[l + 8];
+    }
+    let v4 = [v8[0] + v8[4], v8[1] + v8[5], v8[2] + v8[6], v8[3] + v8[7]];
+    let v2 = [v4[0] + v4[2], v4[1] + v4[3]];
+    v2[0] + v2[1]
+}
+
+/// The dot products of `a` with each of `bs` (each at least as long as `a`), every one
+/// in exactly [`dot`]'s order: lane `l` accumulates elements `l, l + LANES, ...` with
+/// [`madd`] (the tail as a partial block), then [`reduce`]. Computing several at once
+/// shares the loads of `a` and overlaps independent chains; the results are bit-identical
+/// to one [`dot`] each.
+#[inline(always)]
+pub fn dots<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
+    let bs = bs.map(|b| &b[..a.len()]);
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        // SAFETY: the target has AVX-512F; every `b` is exactly as long as `a`.
+        unsafe { avx512::dots(a, bs) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    {
+        dots_portable(a, bs)
+    }
+}
+
+/// [`dots`] in plain Rust (every `b` exactly as long as `a`).
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+#[inline(always)]
+fn dots_portable<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
+    let mut acc = [[0.0f32; LANES]; N];
+    let mut chunks = a.chunks_exact(LANES);
+    let mut c = 0;
+    for ca in &mut chunks {
+        for (acc, b) in acc.iter_mut().zip(&bs) {
+            for ((s, &x), &y) in acc.iter_mut().zip(ca).zip(&b[c..c + LANES]) {
+                *s = madd(x, y, *s);
+            }
+        }
+        c += LANES;
+    }
+    let tail = chunks.remainder();
+    for (acc, b) in acc.iter_mut().zip(&bs) {
+        for ((s, &x), &y) in acc.iter_mut().zip(tail).zip(&b[c..]) {
+            *s = madd(x, y, *s);
+        }
+    }
+    acc.map(|acc| reduce(&acc))
+}
+
+/// [`dots`] on AVX-512F registers: the same arithmetic as [`dots_portable`] (one lane per
+/// register lane, fused multiply-add, the tail masked, the same reduction tree).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+mod avx512 {
+    use super::LANES;
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// The target must have AVX-512F and every `b` must be exactly as long as `a`.
+    #[inline(always)]
+    pub(super) unsafe fn dots<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
+        let n = a.len();
+        let full = n - n % LANES;
+        let pa = a.as_ptr();
+        let pb = bs.map(<[f32]>::as_ptr);
+        let mut acc = [_mm512_setzero_ps(); N];
+        let mut c = 0;
+        while c < full {
+            let va = _mm512_loadu_ps(pa.add(c));
+            for k in 0..N {
+                acc[k] = _mm512_fmadd_ps(va, _mm512_loadu_ps(pb[k].add(c)), acc[k]);
+            }
+            c += LANES;
+        }
+        if full < n {
+            let mask: __mmask16 = (1u16 << (n - full)) - 1;
+            let va = _mm512_maskz_loadu_ps(mask, pa.add(full));
+            for k in 0..N {
+                let vb = _mm512_maskz_loadu_ps(mask, pb[k].add(full));
+                acc[k] = _mm512_mask3_fmadd_ps(va, vb, acc[k], mask);
+            }
+        }
+        acc.map(|x| reduce(x))
+    }
+
+    /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
+    #[inline(always)]
+    unsafe fn reduce(x: __m512) -> f32 {
+        let lo = _mm512_castps512_ps256(x);
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+        let v8 = _mm256_add_ps(lo, hi);
+        let v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+        let v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+        _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)))
+    }
+}
+
+/// Dot product of two f32 vectors (the shorter length) in a fixed order: see [`dots`].
+/// Symmetric: `dot(a, b) == dot(b, a)` bit for bit.
 #[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc0 = [0.0f32; LANES];
-    let mut acc1 = [0.0f32; LANES];
-    let pairs_a = a.chunks_exact(2 * LANES);
-    let pairs_b = b.chunks_exact(2 * LANES);
-    let (rest_a, rest_b) = (pairs_a.remainder(), pairs_b.remainder());
-    for (ca, cb) in pairs_a.zip(pairs_b) {
-        for l in 0..LANES {
-            acc0[l] += ca[l] * cb[l];
-            acc1[l] += ca[LANES + l] * cb[LANES + l];
-        }
-    }
-    let singles_a = rest_a.chunks_exact(LANES);
-    let singles_b = rest_b.chunks_exact(LANES);
-    let (tail_a, tail_b) = (singles_a.remainder(), singles_b.remainder());
-    for (ca, cb) in singles_a.zip(singles_b) {
-        for l in 0..LANES {
-            acc0[l] += ca[l] * cb[l];
-        }
-    }
-    let mut v = [0.0f32; LANES];
-    for l in 0..LANES {
-        v[l] = acc0[l] + acc1[l];
-    }
-    let q = [v[0] + v[4], v[1] + v[5], v[2] + v[6], v[3] + v[7]];
-    let mut tail = 0.0f32;
-    for (&x, &y) in tail_a.iter().zip(tail_b) {
-        tail += x * y;
-    }
-    ((q[0] + q[2]) + (q[1] + q[3])) + tail
+    dots(&a[..n], [&b[..n]])[0]
 }
 
 /// Dot product of two f32 vectors accumulated in f64, in `LANES` independent partial
@@ -74,12 +176,12 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 pub fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; LANES];
-    let chunks_a = a.chunks_exact(LANES);
-    let chunks_b = b.chunks_exact(LANES);
+    let mut acc = [0.0f64; LANES_F64];
+    let chunks_a = a.chunks_exact(LANES_F64);
+    let chunks_b = b.chunks_exact(LANES_F64);
     let (rest_a, rest_b) = (chunks_a.remainder(), chunks_b.remainder());
     for (ca, cb) in chunks_a.zip(chunks_b) {
-        for l in 0..LANES {
+        for l in 0..LANES_F64 {
             acc[l] += f64::from(ca[l]) * f64::from(cb[l]);
         }
     }
@@ -91,26 +193,47 @@ pub fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
     acc.iter().sum::<f64>() + tail
 }
 
-/// Dot product of an f32 vector with an f64 vector, in f64 with `LANES` partial sums.
+/// `a * b + c` in f64: fused where the target has FMA.
+#[inline(always)]
+fn madd_f64(a: f64, b: f64, c: f64) -> f64 {
+    #[cfg(target_feature = "fma")]
+    {
+        a.mul_add(b, c)
+    }
+    #[cfg(not(target_feature = "fma"))]
+    {
+        a * b + c
+    }
+}
+
+/// Dot product of an f32 vector with an f64 vector, in f64 with `4 * LANES_F64`
+/// independent partial sums (so the loop is bound by throughput, not add latency).
 #[inline]
 pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
+    const WIDE: usize = 4 * LANES_F64;
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; LANES];
-    let chunks_a = a.chunks_exact(LANES);
-    let chunks_b = b.chunks_exact(LANES);
+    let mut acc = [0.0f64; WIDE];
+    let chunks_a = a.chunks_exact(WIDE);
+    let chunks_b = b.chunks_exact(WIDE);
     let (rest_a, rest_b) = (chunks_a.remainder(), chunks_b.remainder());
     for (ca, cb) in chunks_a.zip(chunks_b) {
-        for l in 0..LANES {
-            acc[l] += f64::from(ca[l]) * cb[l];
+        for l in 0..WIDE {
+            acc[l] = madd_f64(f64::from(ca[l]), cb[l], acc[l]);
         }
     }
-    let tail: f64 = rest_a
-        .iter()
-        .zip(rest_b)
-        .map(|(&x, &y)| f64::from(x) * y)
-        .sum();
-    acc.iter().sum::<f64>() + tail
+    for (l, (&x, &y)) in rest_a.iter().zip(rest_b).enumerate() {
+        acc[l] = madd_f64(f64::from(x), y, acc[l]);
+    }
+    // A tree, not a chain of dependent adds.
+    let mut width = WIDE / 2;
+    while width > 0 {
+        for l in 0..width {
+            acc[l] += acc[l + width];
+        }
+        width /= 2;
+    }
+    acc[0]
 }
 
 /// The keys of one head with their inverse norms: the entry function `S[i][j]`.
@@ -142,25 +265,118 @@ impl CosineRows<'_> {
     /// `S[i][j]`: the cosine of slots `i` and `j`, 0 on the diagonal.
     #[inline(always)]
     pub fn entry(&self, i: usize, j: usize) -> f32 {
+        self.entry_from_dot(i, j, dot(self.row(i), self.row(j)))
+    }
+
+    /// `S[i][j]` from `dot(row i, row j)`.
+    #[inline(always)]
+    fn entry_from_dot(&self, i: usize, j: usize, dot: f32) -> f32 {
         if i == j {
             0.0
         } else {
-            dot(self.row(i), self.row(j)) * (self.inv_norm[i] * self.inv_norm[j])
+            dot * (self.inv_norm[i] * self.inv_norm[j])
         }
     }
 
-    /// The largest `j` in `candidates` (scanned in the iterator's order, which must be
-    /// descending) with `S[i][j] > threshold`, with that entry; stops at the first hit.
+    /// Row `i` of `S`: `out[j] = S[i][j]` for `j < out.len()` (bit-identical to
+    /// [`Self::entry`], computed `BLOCK` entries at a time).
+    pub fn entries(&self, i: usize, out: &mut [f32]) {
+        let a = self.row(i);
+        let mut blocks = out.chunks_exact_mut(BLOCK);
+        let mut j0 = 0;
+        for block in &mut blocks {
+            let rows: [&[f32]; BLOCK] = std::array::from_fn(|k| self.row(j0 + k));
+            for (k, (o, d)) in block.iter_mut().zip(dots(a, rows)).enumerate() {
+                *o = self.entry_from_dot(i, j0 + k, d);
+            }
+            j0 += BLOCK;
+        }
+        for (k, o) in blocks.into_remainder().iter_mut().enumerate() {
+            *o = self.entry(i, j0 + k);
+        }
+    }
+
+    /// [`Self::latest_match`] of many rows against one candidate list: `out[r]` is the
+    /// first `j` of `candidates` (descending) with `S[rows[r]][j] > threshold`, with that
+    /// entry, or `None`. The entries of all still unresolved rows against a block of
+    /// `BLOCK` candidates are computed in one branch-free sweep, then the rows are
+    /// resolved; the decisions are those of one [`Self::entry`] at a time.
+    pub fn latest_matches(
+        &self,
+        rows: &[usize],
+        threshold: f32,
+        candidates: &[usize],
+        out: &mut [Option<(usize, f32)>],
+    ) {
+        out.iter_mut().for_each(|o| *o = None);
+        let mut pending: Vec<usize> = (0..rows.len().min(out.len())).collect();
+        let mut buf = vec![[0.0f32; BLOCK]; pending.len()];
+        let mut blocks = candidates.chunks_exact(BLOCK);
+        for block in &mut blocks {
+            if pending.is_empty() {
+                return;
+            }
+            let js: [usize; BLOCK] = std::array::from_fn(|k| block[k]);
+            let cand = js.map(|j| self.row(j));
+            for (vals, &r) in buf.iter_mut().zip(&pending) {
+                let i = rows[r];
+                let d = dots(self.row(i), cand);
+                for (k, v) in vals.iter_mut().enumerate() {
+                    *v = self.entry_from_dot(i, js[k], d[k]);
+                }
+            }
+            let mut still = 0;
+            for p in 0..pending.len() {
+                let r = pending[p];
+                match buf[p].iter().position(|&v| v > threshold) {
+                    Some(k) => out[r] = Some((js[k], buf[p][k])),
+                    None => {
+                        pending[still] = r;
+                        still += 1;
+                    }
+                }
+            }
+            pending.truncate(still);
+        }
+        let rest = blocks.remainder();
+        for &r in &pending {
+            out[r] = self.latest_match(rows[r], threshold, rest.iter().copied());
+        }
+    }
+
+    /// The first `j` of `candidates` (which must be in descending order, so this is the
+    /// largest) with `S[i][j] > threshold`, with that entry. Entries are computed `BLOCK`
+    /// candidates at a time (a few past the hit are wasted; the decision is the same as
+    /// one [`Self::entry`] at a time).
     #[inline]
     pub fn latest_match(
         &self,
         i: usize,
         threshold: f32,
-        candidates: impl Iterator<Item = usize>,
+        mut candidates: impl Iterator<Item = usize>,
     ) -> Option<(usize, f32)> {
-        candidates
-            .map(|j| (j, self.entry(i, j)))
-            .find(|&(_, v)| v > threshold)
+        let a = self.row(i);
+        loop {
+            let mut js = [0usize; BLOCK];
+            let mut m = 0;
+            for (slot, j) in js.iter_mut().zip(&mut candidates) {
+                *slot = j;
+                m += 1;
+            }
+            if m < BLOCK {
+                return js[..m]
+                    .iter()
+                    .map(|&j| (j, self.entry(i, j)))
+                    .find(|&(_, v)| v > threshold);
+            }
+            let d = dots(a, js.map(|j| self.row(j)));
+            for (&j, d) in js.iter().zip(d) {
+                let v = self.entry_from_dot(i, j, d);
+                if v > threshold {
+                    return Some((j, v));
+                }
+            }
+        }
     }
 }
 
@@ -182,6 +398,28 @@ mod tests {
             dim: 2,
         };
         assert_eq!(s.entry(0, 1), 0.0);
+    }
+
+    #[test]
+    fn dots_match_one_dot_each_and_the_portable_kernel() {
+        for n in [0usize, 1, 7, 15, 16, 17, 31, 64, 100, 128] {
+            let a = (0..n).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>();
+            let bs: Vec<Vec<f32>> = (0..4)
+                .map(|k| (0..n).map(|i| ((i + 7 * k) as f32 * 0.11).cos()).collect())
+                .collect();
+            let rows: [&[f32]; 4] = std::array::from_fn(|k| bs[k].as_slice());
+            let got = dots(&a, rows);
+            for k in 0..4 {
+                assert_eq!(got[k].to_bits(), dot(&a, &bs[k]).to_bits(), "n {n}");
+                assert_eq!(got[k].to_bits(), dot(&bs[k], &a).to_bits(), "n {n}");
+            }
+            #[cfg(target_feature = "fma")]
+            assert_eq!(
+                got.map(f32::to_bits),
+                dots_portable(&a, rows).map(f32::to_bits),
+                "n {n}"
+            );
+        }
     }
 
     #[test]

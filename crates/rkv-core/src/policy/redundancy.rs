@@ -40,10 +40,56 @@ pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f6
     let inv_len = 1.0 / len as f64;
     let means: Vec<f64> = column_sums.iter().map(|c| c * inv_len).collect();
     let max = means.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let exps: Vec<f64> = means.iter().map(|m| (m - max).exp()).collect();
+    let mut exps: Vec<f64> = means
+        .iter()
+        .map(|m| exp_in_range((m - max).clamp(-EXP_RANGE, EXP_RANGE)))
+        .collect();
+    for (e, m) in exps.iter_mut().zip(&means) {
+        let x = m - max;
+        if x.is_nan() || x.abs() > EXP_RANGE {
+            *e = x.exp();
+        }
+    }
     let inv_sum = 1.0 / exps.iter().sum::<f64>();
     let keep = len.saturating_sub(window);
     exps[..keep].iter().map(|e| e * inv_sum).collect()
+}
+
+/// Where [`exp_in_range`] applies: `|x| <= EXP_RANGE` (no overflow, no subnormals).
+const EXP_RANGE: f64 = 700.0;
+
+/// `e^x` for `|x| <= EXP_RANGE`, within a few ulp of `f64::exp`, without branches or
+/// calls (so a loop over it vectorises): `x = k ln 2 + r`, `|r| <= ln 2 / 2`, `e^r` by its
+/// Taylor polynomial of degree 13 (truncation error below 1e-17), times `2^k`.
+#[inline(always)]
+fn exp_in_range(x: f64) -> f64 {
+    // ln 2 split so that `k * LN2_HI` is exact for |k| < 2^20 (fdlibm's constants).
+    const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
+    let k = (x * std::f64::consts::LOG2_E).round_ties_even();
+    let r = (x - k * LN2_HI) - k * LN2_LO;
+    // 1/13!, 1/12!, ..., 1/1!, 1/0!
+    const C: [f64; 14] = [
+        1.0 / 6_227_020_800.0,
+        1.0 / 479_001_600.0,
+        1.0 / 39_916_800.0,
+        1.0 / 3_628_800.0,
+        1.0 / 362_880.0,
+        1.0 / 40_320.0,
+        1.0 / 5_040.0,
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ];
+    let mut p = C[0];
+    for &c in &C[1..] {
+        p = p * r + c;
+    }
+    p * f64::from_bits(((k as i64 + 1023) as u64) << 52)
 }
 
 /// The from-scratch oracle: `O(L^2 d)` time, `O(L d)` memory.
@@ -61,9 +107,7 @@ pub fn redundancy_oracle(keys: &[f32], dim: usize, threshold: f32, window: usize
     let mut column_sums = vec![0.0f64; len];
     let mut row = vec![0.0f32; len];
     for i in 0..len {
-        for (j, v) in row.iter_mut().enumerate() {
-            *v = s.entry(i, j);
-        }
+        s.entries(i, &mut row);
         let r = (0..len).rev().find(|&j| row[j] > threshold);
         latest.push(r);
         row[zeroed_column(r)] = 0.0;
@@ -117,6 +161,30 @@ mod tests {
             "{:?}",
             r.column_sums
         );
+    }
+
+    #[test]
+    fn exp_in_range_matches_std() {
+        for i in -7000..=7000 {
+            let x = f64::from(i) * 0.1 + 0.012_345;
+            let (a, e) = (exp_in_range(x.clamp(-EXP_RANGE, EXP_RANGE)), x.exp());
+            if x.abs() <= EXP_RANGE {
+                assert!(
+                    (a - e).abs() <= 4.0 * f64::EPSILON * e,
+                    "{x}: {a:e} vs {e:e}"
+                );
+            }
+        }
+        for x in [0.0, -1e-300, 1e-12, -2.0, -0.5 * std::f64::consts::LN_2] {
+            let (a, e) = (exp_in_range(x), x.exp());
+            assert!(
+                (a - e).abs() <= 4.0 * f64::EPSILON * e,
+                "{x}: {a:e} vs {e:e}"
+            );
+        }
+        // Outside the range (and NaN) the softmax falls back to f64::exp.
+        let red = redundancy_from_column_sums(&[0.0, -1e6, f64::NEG_INFINITY], 0);
+        assert_eq!(red, vec![1.0, 0.0, 0.0]);
     }
 
     #[test]

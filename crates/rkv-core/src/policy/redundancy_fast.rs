@@ -143,19 +143,22 @@ pub fn redundancy_incremental<'a>(
         inv_norm: &inv,
         dim,
     };
+    // Old rows: a match among the new slots (descending) beats the stored one.
+    // New rows: search everything, newest first.
+    let mut hits = vec![None; len];
+    let old_rows: Vec<usize> = (0..old).collect();
+    let new_slots: Vec<usize> = (old..len).rev().collect();
+    s.latest_matches(&old_rows, threshold, &new_slots, &mut hits[..old]);
+    let new_rows: Vec<usize> = (old..len).collect();
+    let all_slots: Vec<usize> = (0..len).rev().collect();
+    s.latest_matches(&new_rows, threshold, &all_slots, &mut hits[old..]);
     let mut latest = Vec::with_capacity(len);
     let mut zeroed_entry = Vec::with_capacity(len);
-    // Old rows: a match among the new slots (descending) beats the stored one.
-    for i in 0..old {
-        let hit = s.latest_match(i, threshold, (old..len).rev());
-        let stored = from_u32(state.latest[i]).map(|r| (r, state.latest_entry[i]));
+    for (i, hit) in hits.into_iter().enumerate() {
+        let stored = (i < old)
+            .then(|| from_u32(state.latest[i]).map(|r| (r, state.latest_entry[i])))
+            .flatten();
         let r = hit.or(stored);
-        latest.push(r.map(|(j, _)| j));
-        zeroed_entry.push(r.map_or_else(|| s.entry(i, 0), |(_, v)| v));
-    }
-    // New rows: search everything, newest first.
-    for i in old..len {
-        let r = s.latest_match(i, threshold, (0..len).rev());
         latest.push(r.map(|(j, _)| j));
         zeroed_entry.push(r.map_or_else(|| s.entry(i, 0), |(_, v)| v));
     }
