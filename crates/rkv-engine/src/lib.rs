@@ -12,7 +12,7 @@ pub mod request;
 pub mod sampling;
 pub mod sequence;
 
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, TeacherStats};
 pub use error::{EngineError, Result};
 pub use kv_store::KvDtype;
 pub use request::{FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent};

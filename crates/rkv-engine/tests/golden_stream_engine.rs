@@ -13,12 +13,10 @@
 //!   the resident slots (positions read back from the store, keys/values from the file), so
 //!   compaction moved keys, values and positions together.
 //!
-//! A second test feeds the prompt in chunks by the engine's chunking rule
-//! (`Engine::next_feed`), observing in the final chunk as the engine does and compressing
-//! only after it (the prompt is one append; `Engine::step` itself does not yet hold to this,
-//! see `chunked_long_prompt_matches_one_shot` in `policies_tiny.rs`), and expects the same
-//! kept sets; two ignored tests pin down a case where that rule leaves a window row
-//! unobserved.
+//! Further tests feed the prompt in chunks by the engine's chunking rule
+//! (`rkv_engine::engine::prompt_chunk`), observing in the final chunk as the engine does and
+//! compressing only after it (the prompt is one append), and expect the same kept sets,
+//! also when a step's room is smaller than the window.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -250,11 +248,7 @@ fn engine_chunks(prompt: usize, room: usize, window: usize) -> Vec<usize> {
     let mut out = Vec::new();
     let mut done = 0;
     while done < prompt {
-        let rest = prompt - done;
-        let mut n = rest.min(room.max(1));
-        if n < rest && rest - n < window {
-            n = rest.saturating_sub(window).max(1);
-        }
+        let n = rkv_engine::engine::prompt_chunk(prompt - done, room, window);
         out.push(n);
         done += n;
     }
@@ -520,8 +514,6 @@ fn kv_stream_chunked_prompt_through_engine() {
 }
 
 #[test]
-#[ignore = "bug: Engine::next_feed leaves a final prompt chunk shorter than the window when \
-            the step's room is below the window; the window's first queries then go unobserved"]
 fn kv_stream_chunked_prompt_room_below_window() {
     chunked(5);
 }
@@ -530,8 +522,6 @@ fn kv_stream_chunked_prompt_room_below_window() {
 /// filled by some chunk, whatever the room per step (here 7 < w = 8, which a busy batch
 /// can leave for one sequence).
 #[test]
-#[ignore = "bug: Engine::next_feed leaves a final prompt chunk shorter than the window when \
-            the step's room is below the window; the window's first queries then go unobserved"]
 fn window_rows_all_observed_for_chunked_prompt() {
     let cfg = CompressionConfig {
         policy: PolicyKind::RKv,

@@ -245,8 +245,6 @@ fn chunked_prefill_matches_one_shot() {
 }
 
 #[test]
-#[ignore = "bug: Engine::step calls maybe_compress after non-final prompt chunks; a chunk that \
-            reaches budget + buffer compresses mid-prompt (R-KV/SnapKV: error, no window)"]
 fn chunked_long_prompt_matches_one_shot() {
     chunked_vs_one_shot(
         BUDGET + BUFFER + 12,
