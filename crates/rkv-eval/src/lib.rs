@@ -3,7 +3,9 @@
 //! The math answer grader lives in [`grade`]: a Rust port of the Qwen2.5-Math evaluation
 //! toolkit that R-KV ships in `evaluation/` (`parser.py`, `grader.py`, `eval_math.py`).
 
+pub mod dataset;
 pub mod error;
 pub mod grade;
 
+pub use dataset::{read_math_problems, MathProblem};
 pub use error::EvalError;

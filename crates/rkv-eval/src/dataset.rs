@@ -1,0 +1,168 @@
+//! Math problem sets in JSON Lines: MATH-500 (`problem`, `solution`, `answer`, ...) and
+//! AIME-style files (`problem` or `question`, `answer`, optionally `solution`).
+//!
+//! Each record needs a problem text (`problem`, else `question`) and a gold answer:
+//! `answer` (a string or a number), else the last `\boxed{}` of `solution`. The gold is
+//! normalised with [`gold_from_record`], as `rkv eval grade` and the reference do.
+
+use std::io::BufRead;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::EvalError;
+use crate::grade::gold_from_record;
+
+/// One problem of a math dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MathProblem {
+    /// 0-based index of the record (blank lines are skipped and not counted).
+    pub index: usize,
+    /// 1-based line number in the file.
+    pub line: usize,
+    /// The problem statement.
+    pub problem: String,
+    /// The raw `answer` field, if any.
+    pub answer: Option<String>,
+    /// The normalised gold answer.
+    pub gold: String,
+}
+
+fn text_field(
+    obj: &Map<String, Value>,
+    key: &str,
+    line: usize,
+) -> Result<Option<String>, EvalError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(EvalError::Malformed {
+            line,
+            message: format!("field `{key}` must be a string, got {other}"),
+        }),
+    }
+}
+
+/// Parse one record (`index` 0-based, `line` 1-based for error messages).
+pub fn parse_math_record(
+    record: &str,
+    index: usize,
+    line: usize,
+) -> Result<MathProblem, EvalError> {
+    let malformed = |message: String| EvalError::Malformed { line, message };
+    let value: Value = serde_json::from_str(record).map_err(|e| malformed(e.to_string()))?;
+    let Value::Object(obj) = value else {
+        return Err(malformed("not a JSON object".into()));
+    };
+    let problem = match text_field(&obj, "problem", line)? {
+        Some(p) => p,
+        None => text_field(&obj, "question", line)?
+            .ok_or_else(|| malformed("needs a field `problem` or `question`".into()))?,
+    };
+    let answer = text_field(&obj, "answer", line)?;
+    let solution = text_field(&obj, "solution", line)?;
+    // A solution without a boxed answer has no gold: the extractor would fall back to
+    // its last number, which is not an answer.
+    let solution = solution.filter(|s| s.contains("boxed"));
+    let gold = gold_from_record(answer.as_deref(), solution.as_deref())
+        .filter(|g| !g.is_empty())
+        .ok_or_else(|| {
+            malformed("needs a gold answer: a field `answer` or a `solution` with \\boxed{}".into())
+        })?;
+    Ok(MathProblem {
+        index,
+        line,
+        problem,
+        answer,
+        gold,
+    })
+}
+
+/// Read up to `limit` problems (all with `None`) from JSON Lines. Blank lines are
+/// skipped; the first malformed line is an error naming its line number. Lines after the
+/// limit are not read.
+pub fn read_math_problems<R: BufRead>(
+    reader: R,
+    limit: Option<usize>,
+) -> Result<Vec<MathProblem>, EvalError> {
+    let mut out = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        if limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        let line_no = i + 1;
+        let text = line.map_err(|source| EvalError::Io {
+            line: line_no,
+            source,
+        })?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        out.push(parse_math_record(&text, out.len(), line_no)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(s: &str, limit: Option<usize>) -> Result<Vec<MathProblem>, EvalError> {
+        read_math_problems(s.as_bytes(), limit)
+    }
+
+    #[test]
+    fn math500_and_aime_shapes() {
+        let data = concat!(
+            r#"{"problem": "What is $1+1$?", "solution": "It is $\\boxed{2}$.", "answer": "2"}"#,
+            "\n\n",
+            r#"{"id": 60, "question": "Q?", "answer": 204}"#,
+            "\n",
+            r#"{"question": "Q2?", "solution": "So $x = \\boxed{\\dfrac{1}{2}}$."}"#,
+            "\n",
+        );
+        let ps = read(data, None).unwrap();
+        assert_eq!(ps.len(), 3);
+        assert_eq!(ps[0].problem, "What is $1+1$?");
+        assert_eq!(ps[0].gold, "2");
+        assert_eq!((ps[1].index, ps[1].line), (1, 3));
+        assert_eq!(ps[1].gold, "204");
+        assert_eq!(ps[1].answer.as_deref(), Some("204"));
+        assert_eq!(ps[2].gold, "\\frac{1}{2}");
+        assert_eq!(read(data, Some(1)).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn problem_wins_over_question() {
+        let ps = read(r#"{"problem": "P", "question": "Q", "answer": "1"}"#, None).unwrap();
+        assert_eq!(ps[0].problem, "P");
+    }
+
+    #[test]
+    fn bad_lines_name_their_number() {
+        let ok = r#"{"problem": "P", "answer": "1"}"#;
+        let cases = [
+            ("{not json", "line 2"),
+            (r#"[1, 2]"#, "not a JSON object"),
+            (r#"{"answer": "1"}"#, "`problem` or `question`"),
+            (r#"{"problem": "P"}"#, "gold answer"),
+            (
+                r#"{"problem": "P", "solution": "no box, 42"}"#,
+                "gold answer",
+            ),
+            (r#"{"problem": "P", "answer": ""}"#, "gold answer"),
+            (r#"{"problem": ["P"], "answer": "1"}"#, "must be a string"),
+        ];
+        for (bad, needle) in cases {
+            let e = read(&format!("{ok}\n{bad}\n{ok}\n"), None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("line 2"), "{bad}: {e}");
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        // A bad line past the limit is never read.
+        assert_eq!(read(&format!("{ok}\n{{bad\n"), Some(1)).unwrap().len(), 1);
+    }
+}
