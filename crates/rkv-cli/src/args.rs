@@ -59,6 +59,13 @@ pub struct KvArgs {
     /// Slots kept per layer and KV head after a compression (window included)
     #[arg(long, default_value_t = 1024)]
     pub kv_budget: usize,
+    #[command(flatten)]
+    pub tuning: PolicyTuning,
+}
+
+/// Compression parameters shared by every command that compresses.
+#[derive(Args, Debug, Clone)]
+pub struct PolicyTuning {
     /// Slots that accumulate above the budget before compressing
     #[arg(long, default_value_t = 128)]
     pub kv_buffer: usize,
@@ -71,6 +78,26 @@ pub struct KvArgs {
     /// R-KV cosine threshold for the latest similar slot
     #[arg(long, default_value_t = 0.5)]
     pub rkv_threshold: f32,
+}
+
+impl PolicyTuning {
+    /// The configuration of `policy` at `budget` with these parameters, validated.
+    pub fn config(&self, policy: PolicyKind, budget: usize) -> Result<CompressionConfig> {
+        let cfg = CompressionConfig {
+            policy,
+            budget,
+            buffer: self.kv_buffer,
+            window: self.kv_window,
+            lambda: self.rkv_lambda,
+            threshold: self.rkv_threshold,
+            ..CompressionConfig::default()
+        };
+        if policy != PolicyKind::Full {
+            cfg.validate()
+                .map_err(|e| anyhow::anyhow!("{policy} at budget {budget}: {e}"))?;
+        }
+        Ok(cfg)
+    }
 }
 
 impl KvArgs {
@@ -87,19 +114,7 @@ impl KvArgs {
             .kv_policy
             .parse()
             .map_err(|e| anyhow::anyhow!("--kv-policy: {e}"))?;
-        let cfg = CompressionConfig {
-            policy,
-            budget: self.kv_budget,
-            buffer: self.kv_buffer,
-            window: self.kv_window,
-            lambda: self.rkv_lambda,
-            threshold: self.rkv_threshold,
-            ..CompressionConfig::default()
-        };
-        if policy != PolicyKind::Full {
-            cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-        }
-        Ok(cfg)
+        self.tuning.config(policy, self.kv_budget)
     }
 }
 

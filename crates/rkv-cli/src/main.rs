@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod eval;
 mod fetch;
 mod generate;
 
@@ -32,6 +33,9 @@ enum Cmd {
     /// Benchmarks
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Evaluation: grading, math accuracy, fidelity to FullKV
+    #[command(subcommand)]
+    Eval(eval::EvalCmd),
 }
 
 fn main() {
@@ -42,6 +46,7 @@ fn main() {
             fetch::fetch_default_model(force).map(|p| println!("{}", p.display()))
         }
         Cmd::Bench(b) => bench::run(b),
+        Cmd::Eval(e) => eval::run(e),
     };
     if let Err(e) = res {
         let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();

@@ -1,0 +1,275 @@
+//! `rkv eval fidelity`: how far each policy x budget drifts from FullKV on real text.
+//!
+//! Each trace (a prompt and a model's real output) is rendered with the chat template,
+//! the output appended, and teacher-forced through the engine under FullKV and under every
+//! policy x budget, on the same code path users run. Per generated position: KL(FullKV ||
+//! policy), top-1 agreement with FullKV, and the NLL of the true next token.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_engine::{Engine, EngineConfig, KvDtype};
+use rkv_model::chat_template::ChatMessage;
+use serde::Serialize;
+
+use crate::args::{ModelArgs, PolicyTuning};
+
+#[derive(Args, Debug)]
+pub struct FidelityArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// JSONL traces: `problem` or `prompt`, and `output` (a model's real output)
+    #[arg(long)]
+    pub traces: PathBuf,
+    /// Policies compared with FullKV
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "rkv,snapkv,h2o,streamingllm"
+    )]
+    pub policies: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "128,256,512,1024")]
+    pub budgets: Vec<usize>,
+    /// First N traces only
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Truncate each output to N tokens
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    #[command(flatten)]
+    pub tuning: PolicyTuning,
+    /// Render the traces without the chat template
+    #[arg(long)]
+    pub no_chat: bool,
+    /// One JSON line per (trace, policy, budget), then `{"summary": [...]}`
+    #[arg(long)]
+    pub json: bool,
+    /// Write an SVG of KL and top-1 agreement against budget
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub trace: usize,
+    pub policy: String,
+    pub budget: usize,
+    pub tokens: usize,
+    pub kl_mean: f64,
+    pub top1_agreement: f64,
+    pub nll_mean: f64,
+    pub nll_delta: f64,
+    pub kv_slots_peak: usize,
+}
+
+struct Trace {
+    prompt: String,
+    output: String,
+}
+
+fn read_traces(path: &PathBuf, limit: Option<usize>) -> Result<Vec<Trace>> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in BufReader::new(f).lines().enumerate() {
+        if limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        let line = line.with_context(|| format!("{}: line {}", path.display(), i + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .with_context(|| format!("{}: line {} is not JSON", path.display(), i + 1))?;
+        let prompt = v["problem"].as_str().or_else(|| v["prompt"].as_str());
+        let (Some(prompt), Some(output)) = (prompt, v["output"].as_str()) else {
+            bail!(
+                "{}: line {} needs `problem` or `prompt`, and `output`",
+                path.display(),
+                i + 1
+            );
+        };
+        out.push(Trace {
+            prompt: prompt.to_string(),
+            output: output.to_string(),
+        });
+    }
+    if out.is_empty() {
+        bail!("{} holds no traces", path.display());
+    }
+    Ok(out)
+}
+
+/// Log-softmax of `x` in f64 sums, as f32.
+fn log_softmax(x: &[f32]) -> Vec<f32> {
+    let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = m as f64 + x.iter().map(|&v| ((v - m) as f64).exp()).sum::<f64>().ln();
+    x.iter().map(|&v| (v as f64 - lse) as f32).collect()
+}
+
+fn argmax(x: &[f32]) -> usize {
+    rkv_engine::sampling::argmax(x) as usize
+}
+
+pub fn run(a: FidelityArgs) -> Result<()> {
+    let mut configs = Vec::new();
+    for p in &a.policies {
+        let policy: PolicyKind = p.parse().map_err(|e| anyhow::anyhow!("--policies: {e}"))?;
+        if policy == PolicyKind::Full {
+            bail!("--policies: `full` is the baseline every policy is compared with");
+        }
+        for &budget in &a.budgets {
+            let cfg = a.tuning.config(policy, budget)?;
+            configs.push(cfg);
+        }
+    }
+    if configs.is_empty() {
+        bail!("give at least one policy and one budget");
+    }
+    let traces = read_traces(&a.traces, a.limit)?;
+    let model = a.model.load()?;
+    let ctx = model.transformer.config().max_context;
+    let mut cfg = EngineConfig {
+        kv_dtype: KvDtype::F16,
+        ..EngineConfig::default()
+    };
+    cfg.kv_blocks = ctx.div_ceil(cfg.block_size) + 1;
+    let mut engine = Engine::new(model, cfg)?;
+    let vocab = engine.model().config().vocab_size;
+
+    let mut inputs = Vec::new();
+    for (i, t) in traces.iter().enumerate() {
+        let rendered = if a.no_chat {
+            t.prompt.clone()
+        } else {
+            engine
+                .tokenizer()
+                .apply_chat_template(&[ChatMessage::user(t.prompt.clone())], true)?
+        };
+        let mut toks = engine.tokenizer().encode(&rendered)?;
+        let prompt_len = toks.len();
+        let mut out = engine.tokenizer().encode_raw(&t.output)?;
+        if let Some(n) = a.max_tokens {
+            out.truncate(n);
+        }
+        if out.len() < 2 {
+            bail!("trace {i}: the output has fewer than 2 tokens");
+        }
+        toks.extend(out);
+        if toks.len() > ctx {
+            toks.truncate(ctx);
+            eprintln!("trace {i}: truncated to the model's context of {ctx} tokens");
+        }
+        inputs.push((toks, prompt_len));
+    }
+    let bar = ProgressBar::new((inputs.len() * (configs.len() + 1)) as u64).with_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed_precise} < {eta}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rows = Vec::new();
+    for (ti, (toks, prompt_len)) in inputs.iter().enumerate() {
+        // FullKV: keep log-probabilities of every generated position.
+        bar.set_message(format!("trace {ti} full"));
+        let n_pos = toks.len() - prompt_len; // positions prompt_len-1 .. len-2
+        let mut full_lp = Vec::with_capacity(n_pos * vocab); // [n_pos, vocab]
+        let mut full_nll = 0f64;
+        engine.teacher_force(toks, *prompt_len, CompressionConfig::full(), 256, |p, l| {
+            let lp = log_softmax(l);
+            full_nll -= lp[toks[p + 1] as usize] as f64;
+            full_lp.extend(lp);
+        })?;
+        bar.inc(1);
+        for c in &configs {
+            bar.set_message(format!("trace {ti} {} {}", c.policy, c.budget));
+            let (mut kl, mut agree, mut nll) = (0f64, 0usize, 0f64);
+            let st = engine.teacher_force(toks, *prompt_len, *c, 256, |p, l| {
+                let i = p + 1 - prompt_len;
+                let lq = log_softmax(l);
+                let lf = &full_lp[i * vocab..(i + 1) * vocab];
+                kl += lf
+                    .iter()
+                    .zip(&lq)
+                    .map(|(&f, &q)| (f as f64).exp() * (f as f64 - q as f64))
+                    .sum::<f64>();
+                agree += usize::from(argmax(lf) == argmax(&lq));
+                nll -= lq[toks[p + 1] as usize] as f64;
+            })?;
+            let n = n_pos as f64;
+            let row = Row {
+                trace: ti,
+                policy: c.policy.to_string(),
+                budget: c.budget,
+                tokens: n_pos,
+                kl_mean: (kl / n).max(0.0),
+                top1_agreement: agree as f64 / n,
+                nll_mean: nll / n,
+                nll_delta: (nll - full_nll) / n,
+                kv_slots_peak: st.kv_slots_peak,
+            };
+            if a.json {
+                bar.suspend(|| println!("{}", serde_json::to_string(&row).unwrap_or_default()));
+            }
+            rows.push(row);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let summary = summarise(&rows, &configs);
+    if a.json {
+        println!("{}", serde_json::json!({ "summary": summary }));
+    } else {
+        println!(
+            "{:<13} {:>6} {:>8} {:>10} {:>8} {:>9} {:>10} {:>8}",
+            "policy", "budget", "tokens", "kl_mean", "top1", "nll_mean", "nll_delta", "kv_peak"
+        );
+        for r in &summary {
+            println!(
+                "{:<13} {:>6} {:>8} {:>10.5} {:>8.4} {:>9.4} {:>10.5} {:>8}",
+                r.policy,
+                r.budget,
+                r.tokens,
+                r.kl_mean,
+                r.top1_agreement,
+                r.nll_mean,
+                r.nll_delta,
+                r.kv_slots_peak
+            );
+        }
+    }
+    if let Some(path) = &a.plot {
+        crate::eval::plot::fidelity_svg(path, &summary)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Token-weighted means over traces, one row per (policy, budget) in config order.
+pub fn summarise(rows: &[Row], configs: &[CompressionConfig]) -> Vec<Row> {
+    configs
+        .iter()
+        .map(|c| {
+            let rs: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.policy == c.policy.to_string() && r.budget == c.budget)
+                .collect();
+            let n: usize = rs.iter().map(|r| r.tokens).sum();
+            let w = |f: fn(&Row) -> f64| {
+                rs.iter().map(|r| f(r) * r.tokens as f64).sum::<f64>() / (n.max(1) as f64)
+            };
+            Row {
+                trace: rs.len(),
+                policy: c.policy.to_string(),
+                budget: c.budget,
+                tokens: n,
+                kl_mean: w(|r| r.kl_mean),
+                top1_agreement: w(|r| r.top1_agreement),
+                nll_mean: w(|r| r.nll_mean),
+                nll_delta: w(|r| r.nll_delta),
+                kv_slots_peak: rs.iter().map(|r| r.kv_slots_peak).max().unwrap_or(0),
+            }
+        })
+        .collect()
+}

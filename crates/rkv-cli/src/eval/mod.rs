@@ -1,0 +1,27 @@
+//! `rkv eval`: grading, math accuracy and fidelity of compressed decoding.
+
+pub mod fidelity;
+pub mod grade;
+pub mod math;
+pub mod plot;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+#[derive(Subcommand, Debug)]
+pub enum EvalCmd {
+    /// Grade existing outputs (`output` against `answer`, or the boxed answer of `solution`)
+    Grade(grade::GradeArgs),
+    /// Teacher-force real traces under FullKV and each policy x budget; KL, top-1, NLL
+    Fidelity(fidelity::FidelityArgs),
+    /// Generate answers to math problems with a KV policy and grade them (pass@1)
+    Math(math::MathArgs),
+}
+
+pub fn run(cmd: EvalCmd) -> Result<()> {
+    match cmd {
+        EvalCmd::Fidelity(a) => fidelity::run(a),
+        EvalCmd::Grade(a) => grade::run(a),
+        EvalCmd::Math(a) => math::run(a),
+    }
+}
