@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks behind BENCHMARKS.md and writes their JSON to bench/results/, then
-# renders BENCHMARKS.md. Takes about 30 minutes on 2 cores. Optional: LLAMACPP_PY=path to a
+# renders BENCHMARKS.md. Takes about an hour on 2 cores. Each part can be rerun alone by
+# running its line; scripts/render_benchmarks.py uses whatever results exist. Optional: LLAMACPP_PY=path to a
 # python with llama-cpp-python installed runs llama.cpp side by side (see
 # ../shared/reference/LLAMACPP.md for how it was built).
 set -euo pipefail
@@ -20,6 +21,8 @@ run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 102
 run gen4096_rkv512 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
 run gen4096_snapkv512 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
 run gen4096_full $RKV bench decode --threads 2 --depths 0 --tokens 4096 --repeat 3 --json
+run fidelity $RKV eval fidelity --threads 2 --traces ../shared/data/traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl \
+  --limit 10 --max-tokens 2000 --budgets 128,256,512 --policies rkv,snapkv,h2o,streamingllm --json --plot BENCHMARKS-fidelity.svg
 if [ -n "${LLAMACPP_PY:-}" ]; then
   echo "== llama.cpp" >&2
   "$LLAMACPP_PY" ../shared/reference/llamacpp_bench.py --model "$MODEL" --depths 0,512,1024,4096,8000 \

@@ -108,6 +108,35 @@ def main():
             out += ["", f"R-KV / SnapKV decode speed: {med['gen4096_rkv512'] / med['gen4096_snapkv512']:.2f}."]
         out.append("")
 
+    cmd_f, fid = load("fidelity")
+    summary = next((r["summary"] for r in fid if "summary" in r), None)
+    if summary:
+        n_traces = max(r["trace"] for r in summary)
+        out += ["## Fidelity to FullKV under teacher forcing", "",
+                f"Command: `{cmd_f}`", "",
+                f"Real DeepSeek-R1-Distill-Qwen-1.5B reasoning traces (MATH-500, {n_traces} traces), teacher-forced "
+                "through the default model under FullKV and each policy; means over the generated positions, "
+                "token-weighted across traces. KL is KL(FullKV || policy) in nats; top-1 is agreement of the "
+                "argmax with FullKV's; NLL delta is the policy's mean NLL of the true next token minus FullKV's. "
+                "Plot: `BENCHMARKS-fidelity.svg`.", "",
+                "| policy | budget | tokens | KL mean | top-1 agreement | NLL mean | NLL delta | KV slots peak |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in summary:
+            out.append(f"| {r['policy']} | {r['budget']} | {r['tokens']} | {r['kl_mean']:.4f} | "
+                       f"{r['top1_agreement']:.4f} | {r['nll_mean']:.4f} | {r['nll_delta']:+.4f} | {r['kv_slots_peak']} |")
+        by = {(r["policy"], r["budget"]): r for r in summary}
+        lines = []
+        for b in sorted({r["budget"] for r in summary}):
+            rk, sn = by.get(("rkv", b)), by.get(("snapkv", b))
+            if rk and sn:
+                verdict = "less" if rk["kl_mean"] < sn["kl_mean"] else "more"
+                lines.append(f"- budget {b}: R-KV KL {rk['kl_mean']:.4f} vs SnapKV {sn['kl_mean']:.4f} "
+                             f"(R-KV drifts {verdict}; ratio {rk['kl_mean'] / max(sn['kl_mean'], 1e-12):.2f}), "
+                             f"top-1 {rk['top1_agreement']:.4f} vs {sn['top1_agreement']:.4f}.")
+        if lines:
+            out += ["", "R-KV against SnapKV, as measured here:", ""] + lines
+        out.append("")
+
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(out) + "\n")
     print("wrote BENCHMARKS.md", file=sys.stderr)
