@@ -19,6 +19,9 @@ const LANES_F64: usize = 8;
 /// Candidates whose entries [`CosineRows::latest_match`] computes together.
 const BLOCK: usize = 4;
 
+/// The narrower blocks [`CosineRows::latest_matches`] starts with (`BLOCK` divisible by it).
+const FIRST_BLOCK: usize = 2;
+
 /// Inverse norms `1 / (||k||_2 + 1e-8)` of `len` keys (norm accumulated in f64).
 ///
 /// `keys`: `[len, dim]`. Returns `[len]`.
@@ -88,6 +91,23 @@ pub fn dots<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
     }
 }
 
+/// [`dots`] for two rows `a0`, `a1` of equal length at once (each `b` is loaded once for
+/// both): `[dots(a0, bs), dots(a1, bs)]`, bit for bit.
+#[inline(always)]
+pub fn dots2<const N: usize>(a0: &[f32], a1: &[f32], bs: [&[f32]; N]) -> [[f32; N]; 2] {
+    let n = a0.len().min(a1.len());
+    let bs = bs.map(|b| &b[..n]);
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        // SAFETY: the target has AVX-512F; `a0`, `a1` and every `b` have length `n`.
+        unsafe { avx512::dots2(&a0[..n], &a1[..n], bs) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    {
+        [dots_portable(&a0[..n], bs), dots_portable(&a1[..n], bs)]
+    }
+}
+
 /// [`dots`] in plain Rust (every `b` exactly as long as `a`).
 #[cfg_attr(
     all(target_arch = "x86_64", target_feature = "avx512f"),
@@ -126,28 +146,125 @@ mod avx512 {
     /// The target must have AVX-512F and every `b` must be exactly as long as `a`.
     #[inline(always)]
     pub(super) unsafe fn dots<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
-        let n = a.len();
+        let [acc] = accumulate::<N, 1>([a], bs);
+        reduce_all(acc)
+    }
+
+    /// # Safety
+    /// The target must have AVX-512F; `a0`, `a1` and every `b` must have equal lengths.
+    #[inline(always)]
+    pub(super) unsafe fn dots2<const N: usize>(
+        a0: &[f32],
+        a1: &[f32],
+        bs: [&[f32]; N],
+    ) -> [[f32; N]; 2] {
+        accumulate::<N, 2>([a0, a1], bs).map(|acc| reduce_all(acc))
+    }
+
+    /// The lane sums of every `a` (`R` of them) against every `b` (`N`): lane `l`
+    /// accumulates elements `l, l + LANES, ...` with a fused multiply-add, the tail masked.
+    #[inline(always)]
+    unsafe fn accumulate<const N: usize, const R: usize>(
+        a: [&[f32]; R],
+        bs: [&[f32]; N],
+    ) -> [[__m512; N]; R] {
+        let n = a[0].len();
         let full = n - n % LANES;
-        let pa = a.as_ptr();
+        let pa = a.map(<[f32]>::as_ptr);
         let pb = bs.map(<[f32]>::as_ptr);
-        let mut acc = [_mm512_setzero_ps(); N];
+        let mut acc = [[_mm512_setzero_ps(); N]; R];
         let mut c = 0;
         while c < full {
-            let va = _mm512_loadu_ps(pa.add(c));
+            let va = pa.map(|p| _mm512_loadu_ps(p.add(c)));
             for k in 0..N {
-                acc[k] = _mm512_fmadd_ps(va, _mm512_loadu_ps(pb[k].add(c)), acc[k]);
+                let vb = _mm512_loadu_ps(pb[k].add(c));
+                for r in 0..R {
+                    acc[r][k] = _mm512_fmadd_ps(va[r], vb, acc[r][k]);
+                }
             }
             c += LANES;
         }
         if full < n {
             let mask: __mmask16 = (1u16 << (n - full)) - 1;
-            let va = _mm512_maskz_loadu_ps(mask, pa.add(full));
+            let va = pa.map(|p| _mm512_maskz_loadu_ps(mask, p.add(full)));
             for k in 0..N {
                 let vb = _mm512_maskz_loadu_ps(mask, pb[k].add(full));
-                acc[k] = _mm512_mask3_fmadd_ps(va, vb, acc[k], mask);
+                for r in 0..R {
+                    acc[r][k] = _mm512_mask3_fmadd_ps(va[r], vb, acc[r][k], mask);
+                }
             }
         }
-        acc.map(|x| reduce(x))
+        acc
+    }
+
+    /// [`reduce`] of every register, four at a time where possible.
+    #[inline(always)]
+    unsafe fn reduce_all<const N: usize>(acc: [__m512; N]) -> [f32; N] {
+        let mut out = [0.0f32; N];
+        let quads = N - N % 4;
+        for q in (0..quads).step_by(4) {
+            out[q..q + 4].copy_from_slice(&reduce4(acc[q], acc[q + 1], acc[q + 2], acc[q + 3]));
+        }
+        for k in quads..N {
+            out[k] = reduce(acc[k]);
+        }
+        out
+    }
+
+    /// [`reduce`] of four registers together, pairing the same lanes at every level of
+    /// the tree (so each result is bit-identical to its own [`reduce`]; IEEE addition is
+    /// commutative).
+    #[inline(always)]
+    unsafe fn reduce4(a: __m512, b: __m512, c: __m512, d: __m512) -> [f32; 4] {
+        // Level 1 (l, l + 8): [a | b] and [c | d], 8 lanes each.
+        let x = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(a, b),
+            _mm512_shuffle_f32x4::<0xEE>(a, b),
+        );
+        let y = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(c, d),
+            _mm512_shuffle_f32x4::<0xEE>(c, d),
+        );
+        // Level 2 (l, l + 4): one 128-bit block each for a, b, c, d.
+        let z = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(x, y),
+            _mm512_shuffle_f32x4::<0xDD>(x, y),
+        );
+        // Levels 3 (l, l + 2) and 4 (l, l + 1) within each block.
+        let w = _mm512_add_ps(z, _mm512_permute_ps::<0x4E>(z));
+        let r = _mm512_add_ps(w, _mm512_permute_ps::<0xB1>(w));
+        let idx = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        let v = _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, r));
+        let mut out = [0.0f32; 4];
+        _mm_storeu_ps(out.as_mut_ptr(), v);
+        out
+    }
+
+    /// [`super::dot_mixed`]: four registers of 8 f64 partial sums, then the tail.
+    ///
+    /// # Safety
+    /// The target must have AVX-512F and `a` and `b` must have the same length.
+    #[inline]
+    pub(super) unsafe fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
+        let n = a.len();
+        let full = n - n % 32;
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut acc = [_mm512_setzero_pd(); 4];
+        let mut c = 0;
+        while c < full {
+            for (q, acc) in acc.iter_mut().enumerate() {
+                let va = _mm512_cvtps_pd(_mm256_loadu_ps(pa.add(c + 8 * q)));
+                *acc = _mm512_fmadd_pd(va, _mm512_loadu_pd(pb.add(c + 8 * q)), *acc);
+            }
+            c += 32;
+        }
+        let tail: f64 = a[full..]
+            .iter()
+            .zip(&b[full..])
+            .map(|(&x, &y)| f64::from(x) * y)
+            .sum();
+        let s = _mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3]));
+        _mm512_reduce_add_pd(s) + tail
     }
 
     /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
@@ -210,9 +327,26 @@ fn madd_f64(a: f64, b: f64, c: f64) -> f64 {
 /// independent partial sums (so the loop is bound by throughput, not add latency).
 #[inline]
 pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
-    const WIDE: usize = 4 * LANES_F64;
     let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        // SAFETY: the target has AVX-512F; both slices have length `n`.
+        unsafe { avx512::dot_mixed(&a[..n], &b[..n]) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    {
+        dot_mixed_portable(&a[..n], &b[..n])
+    }
+}
+
+/// [`dot_mixed`] in plain Rust.
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+#[inline]
+fn dot_mixed_portable(a: &[f32], b: &[f64]) -> f64 {
+    const WIDE: usize = 4 * LANES_F64;
     let mut acc = [0.0f64; WIDE];
     let chunks_a = a.chunks_exact(WIDE);
     let chunks_b = b.chunks_exact(WIDE);
@@ -311,37 +445,71 @@ impl CosineRows<'_> {
         out.iter_mut().for_each(|o| *o = None);
         let mut pending: Vec<usize> = (0..rows.len().min(out.len())).collect();
         let mut buf = vec![[0.0f32; BLOCK]; pending.len()];
-        let mut blocks = candidates.chunks_exact(BLOCK);
-        for block in &mut blocks {
-            if pending.is_empty() {
+        // Most rows match one of the first few candidates: narrow blocks first, so that
+        // little is computed past the hits.
+        let mut at = 0;
+        while !pending.is_empty() {
+            let rest = &candidates[at..];
+            if at < 2 * FIRST_BLOCK && rest.len() >= FIRST_BLOCK {
+                let js: [usize; FIRST_BLOCK] = std::array::from_fn(|k| rest[k]);
+                self.match_block(rows, threshold, js, &mut pending, &mut buf, out);
+                at += FIRST_BLOCK;
+            } else if rest.len() >= BLOCK {
+                let js: [usize; BLOCK] = std::array::from_fn(|k| rest[k]);
+                self.match_block(rows, threshold, js, &mut pending, &mut buf, out);
+                at += BLOCK;
+            } else {
+                for &r in &pending {
+                    out[r] = self.latest_match(rows[r], threshold, rest.iter().copied());
+                }
                 return;
             }
-            let js: [usize; BLOCK] = std::array::from_fn(|k| block[k]);
-            let cand = js.map(|j| self.row(j));
-            for (vals, &r) in buf.iter_mut().zip(&pending) {
-                let i = rows[r];
-                let d = dots(self.row(i), cand);
-                for (k, v) in vals.iter_mut().enumerate() {
-                    *v = self.entry_from_dot(i, js[k], d[k]);
+        }
+    }
+
+    /// One step of [`Self::latest_matches`]: the entries of every pending row against the
+    /// candidates `js` (descending), two rows at a time; rows with a match are resolved
+    /// and leave `pending`.
+    #[inline(always)]
+    fn match_block<const N: usize>(
+        &self,
+        rows: &[usize],
+        threshold: f32,
+        js: [usize; N],
+        pending: &mut Vec<usize>,
+        buf: &mut [[f32; BLOCK]],
+        out: &mut [Option<(usize, f32)>],
+    ) {
+        let cand = js.map(|j| self.row(j));
+        let mut pairs = buf.chunks_exact_mut(2).zip(pending.chunks_exact(2));
+        for (vals, r) in &mut pairs {
+            let (i0, i1) = (rows[r[0]], rows[r[1]]);
+            let d = dots2(self.row(i0), self.row(i1), cand);
+            for (k, &j) in js.iter().enumerate() {
+                vals[0][k] = self.entry_from_dot(i0, j, d[0][k]);
+                vals[1][k] = self.entry_from_dot(i1, j, d[1][k]);
+            }
+        }
+        if pending.len() % 2 == 1 {
+            let p = pending.len() - 1;
+            let i = rows[pending[p]];
+            let d = dots(self.row(i), cand);
+            for (k, &j) in js.iter().enumerate() {
+                buf[p][k] = self.entry_from_dot(i, j, d[k]);
+            }
+        }
+        let mut still = 0;
+        for p in 0..pending.len() {
+            let r = pending[p];
+            match buf[p][..N].iter().position(|&v| v > threshold) {
+                Some(k) => out[r] = Some((js[k], buf[p][k])),
+                None => {
+                    pending[still] = r;
+                    still += 1;
                 }
             }
-            let mut still = 0;
-            for p in 0..pending.len() {
-                let r = pending[p];
-                match buf[p].iter().position(|&v| v > threshold) {
-                    Some(k) => out[r] = Some((js[k], buf[p][k])),
-                    None => {
-                        pending[still] = r;
-                        still += 1;
-                    }
-                }
-            }
-            pending.truncate(still);
         }
-        let rest = blocks.remainder();
-        for &r in &pending {
-            out[r] = self.latest_match(rows[r], threshold, rest.iter().copied());
-        }
+        pending.truncate(still);
     }
 
     /// The first `j` of `candidates` (which must be in descending order, so this is the
@@ -413,6 +581,16 @@ mod tests {
                 assert_eq!(got[k].to_bits(), dot(&a, &bs[k]).to_bits(), "n {n}");
                 assert_eq!(got[k].to_bits(), dot(&bs[k], &a).to_bits(), "n {n}");
             }
+            let other: Vec<f32> = a.iter().map(|x| 1.0 - x).collect();
+            let [g0, g1] = dots2(&a, &other, rows);
+            assert_eq!(g0.map(f32::to_bits), got.map(f32::to_bits), "n {n}");
+            assert_eq!(
+                g1.map(f32::to_bits),
+                dots(&other, rows).map(f32::to_bits),
+                "n {n}"
+            );
+            let one: [f32; 1] = dots(&a, [rows[2]]);
+            assert_eq!(one[0].to_bits(), got[2].to_bits(), "n {n}");
             #[cfg(target_feature = "fma")]
             assert_eq!(
                 got.map(f32::to_bits),

@@ -44,10 +44,17 @@ pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f6
         .iter()
         .map(|m| exp_in_range((m - max).clamp(-EXP_RANGE, EXP_RANGE)))
         .collect();
-    for (e, m) in exps.iter_mut().zip(&means) {
-        let x = m - max;
-        if x.is_nan() || x.abs() > EXP_RANGE {
-            *e = x.exp();
+    // Outside the range (or NaN), f64::exp; checked first so that the loop above stays
+    // free of calls.
+    if means
+        .iter()
+        .any(|m| (m - max).is_nan() || (m - max).abs() > EXP_RANGE)
+    {
+        for (e, m) in exps.iter_mut().zip(&means) {
+            let x = m - max;
+            if x.is_nan() || x.abs() > EXP_RANGE {
+                *e = x.exp();
+            }
         }
     }
     let inv_sum = 1.0 / exps.iter().sum::<f64>();

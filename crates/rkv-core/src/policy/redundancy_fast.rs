@@ -186,9 +186,10 @@ fn column_sums_fast(
 ) -> Vec<f64> {
     let mut sums: Vec<f64> = (0..s.len())
         .map(|j| {
-            // ||k̂_j||^2 from the inverse norm: (||k|| / (||k|| + 1e-8))^2.
+            // ||k̂_j||^2 from the inverse norm: (||k|| / (||k|| + 1e-8))^2, where
+            // ||k|| * inv = (1 / inv - 1e-8) * inv = 1 - 1e-8 * inv (no division).
             let inv = f64::from(s.inv_norm[j]);
-            let self_sq = ((1.0 / inv - 1e-8).max(0.0) * inv).powi(2);
+            let self_sq = (1.0 - 1e-8 * inv).max(0.0).powi(2);
             inv * dot_mixed(s.row(j), key_sum) - self_sq
         })
         .collect();
