@@ -267,6 +267,40 @@ mod avx512 {
         _mm512_reduce_add_pd(s) + tail
     }
 
+    /// [`super::dot_mixed4`]: two registers of 8 f64 partial sums per row, then the tail.
+    ///
+    /// # Safety
+    /// The target must have AVX-512F and all five slices must have the same length.
+    #[inline]
+    pub(super) unsafe fn dot_mixed4(a: [&[f32]; 4], b: &[f64]) -> [f64; 4] {
+        let n = b.len();
+        let full = n - n % 16;
+        let pa = a.map(<[f32]>::as_ptr);
+        let pb = b.as_ptr();
+        let mut acc = [[_mm512_setzero_pd(); 2]; 4];
+        let mut c = 0;
+        while c < full {
+            let vb = [_mm512_loadu_pd(pb.add(c)), _mm512_loadu_pd(pb.add(c + 8))];
+            for (acc, p) in acc.iter_mut().zip(&pa) {
+                for (h, (acc, vb)) in acc.iter_mut().zip(&vb).enumerate() {
+                    let va = _mm512_cvtps_pd(_mm256_loadu_ps(p.add(c + 8 * h)));
+                    *acc = _mm512_fmadd_pd(va, *vb, *acc);
+                }
+            }
+            c += 16;
+        }
+        let mut out = [0.0f64; 4];
+        for r in 0..4 {
+            let tail: f64 = a[r][full..]
+                .iter()
+                .zip(&b[full..])
+                .map(|(&x, &y)| f64::from(x) * y)
+                .sum();
+            out[r] = _mm512_reduce_add_pd(_mm512_add_pd(acc[r][0], acc[r][1])) + tail;
+        }
+        out
+    }
+
     /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
     #[inline(always)]
     unsafe fn reduce(x: __m512) -> f32 {
@@ -336,6 +370,21 @@ pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
     {
         dot_mixed_portable(&a[..n], &b[..n])
+    }
+}
+
+/// [`dot_mixed`] of four f32 vectors with one f64 vector (each loaded once for all four).
+#[inline]
+pub fn dot_mixed4(a: [&[f32]; 4], b: &[f64]) -> [f64; 4] {
+    let n = a.iter().map(|r| r.len()).fold(b.len(), usize::min);
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        // SAFETY: the target has AVX-512F; every slice is cut to length `n`.
+        unsafe { avx512::dot_mixed4(a.map(|r| &r[..n]), &b[..n]) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    {
+        a.map(|r| dot_mixed(r, b))
     }
 }
 
@@ -614,6 +663,21 @@ mod tests {
         assert!((dot_f64(&a, &b) - exact).abs() < 1e-12);
         let b64: Vec<f64> = b.iter().map(|&x| f64::from(x)).collect();
         assert!((dot_mixed(&a, &b64) - exact).abs() < 1e-12);
+        for n in [0usize, 5, 16, 19, 40, 64] {
+            let rows: Vec<Vec<f32>> = (0..4)
+                .map(|k| (0..n).map(|i| ((i * 3 + k) as f32 * 0.21).sin()).collect())
+                .collect();
+            let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.13).cos()).collect();
+            let got = dot_mixed4(std::array::from_fn(|k| rows[k].as_slice()), &v);
+            for k in 0..4 {
+                let e: f64 = rows[k]
+                    .iter()
+                    .zip(&v)
+                    .map(|(&x, &y)| f64::from(x) * y)
+                    .sum();
+                assert!((got[k] - e).abs() < 1e-12, "n {n} row {k}");
+            }
+        }
     }
 
     #[test]

@@ -38,28 +38,44 @@ pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f6
         return Vec::new();
     }
     let inv_len = 1.0 / len as f64;
-    let means: Vec<f64> = column_sums.iter().map(|c| c * inv_len).collect();
-    let max = means.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let mut exps: Vec<f64> = means
+    // The largest mean (NaN ignored): scaling by `inv_len > 0` is monotone, so it is the
+    // largest sum scaled.
+    let max = column_sums
         .iter()
-        .map(|m| exp_in_range((m - max).clamp(-EXP_RANGE, EXP_RANGE)))
+        .fold(f64::NEG_INFINITY, |m, &c| if c > m { c } else { m })
+        * inv_len;
+    let mut exps: Vec<f64> = column_sums
+        .iter()
+        .map(|c| exp_in_range((c * inv_len - max).clamp(-EXP_RANGE, EXP_RANGE)))
         .collect();
     // Outside the range (or NaN), f64::exp; checked first so that the loop above stays
     // free of calls.
-    if means
-        .iter()
-        .any(|m| (m - max).is_nan() || (m - max).abs() > EXP_RANGE)
-    {
-        for (e, m) in exps.iter_mut().zip(&means) {
-            let x = m - max;
-            if x.is_nan() || x.abs() > EXP_RANGE {
+    let outside = |x: f64| x.is_nan() || x.abs() > EXP_RANGE;
+    if column_sums.iter().any(|c| outside(c * inv_len - max)) {
+        for (e, c) in exps.iter_mut().zip(column_sums) {
+            let x = c * inv_len - max;
+            if outside(x) {
                 *e = x.exp();
             }
         }
     }
-    let inv_sum = 1.0 / exps.iter().sum::<f64>();
-    let keep = len.saturating_sub(window);
-    exps[..keep].iter().map(|e| e * inv_sum).collect()
+    // Sum in 8 independent partial sums (not one chain of dependent adds).
+    let mut part = [0.0f64; 8];
+    let mut chunks = exps.chunks_exact(8);
+    for c in &mut chunks {
+        for (p, &e) in part.iter_mut().zip(c) {
+            *p += e;
+        }
+    }
+    for (p, &e) in part.iter_mut().zip(chunks.remainder()) {
+        *p += e;
+    }
+    let sum =
+        ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+    let inv_sum = 1.0 / sum;
+    exps.truncate(len.saturating_sub(window));
+    exps.iter_mut().for_each(|e| *e *= inv_sum);
+    exps
 }
 
 /// Where [`exp_in_range`] applies: `|x| <= EXP_RANGE` (no overflow, no subnormals).
@@ -96,7 +112,12 @@ fn exp_in_range(x: f64) -> f64 {
     for &c in &C[1..] {
         p = p * r + c;
     }
-    p * f64::from_bits(((k as i64 + 1023) as u64) << 52)
+    // 2^k from the bits of the biased exponent k + 1023 (in 13..=2033 here), read off
+    // `(k + 1023) + 2^52`, whose low mantissa bits it is (no float-to-int conversion, so
+    // the loop vectorises).
+    const TWO_52: f64 = 4_503_599_627_370_496.0;
+    let biased = ((k + 1023.0) + TWO_52).to_bits() - TWO_52.to_bits();
+    p * f64::from_bits(biased << 52)
 }
 
 /// The from-scratch oracle: `O(L^2 d)` time, `O(L d)` memory.

@@ -22,7 +22,7 @@
 //! at the next compression, slot `i` of the cache is `kept[i]` of this one for every
 //! `i < kept.len()`, with bit-identical keys, and newer slots follow.
 
-use super::cosine::{dot_mixed, inv_norm, CosineRows};
+use super::cosine::{dot_mixed, dot_mixed4, inv_norm, CosineRows};
 use super::redundancy::{redundancy_from_column_sums, zeroed_column};
 use super::PolicyError;
 
@@ -184,15 +184,25 @@ fn column_sums_fast(
     latest: &[Option<usize>],
     zeroed: &[f32],
 ) -> Vec<f64> {
-    let mut sums: Vec<f64> = (0..s.len())
-        .map(|j| {
-            // ||k̂_j||^2 from the inverse norm: (||k|| / (||k|| + 1e-8))^2, where
-            // ||k|| * inv = (1 / inv - 1e-8) * inv = 1 - 1e-8 * inv (no division).
-            let inv = f64::from(s.inv_norm[j]);
-            let self_sq = (1.0 - 1e-8 * inv).max(0.0).powi(2);
-            inv * dot_mixed(s.row(j), key_sum) - self_sq
-        })
-        .collect();
+    // ||k̂_j||^2 from the inverse norm: (||k|| / (||k|| + 1e-8))^2, where
+    // ||k|| * inv = (1 / inv - 1e-8) * inv = 1 - 1e-8 * inv (no division).
+    let column = |j: usize, dot: f64| {
+        let inv = f64::from(s.inv_norm[j]);
+        let self_sq = (1.0 - 1e-8 * inv).max(0.0).powi(2);
+        inv * dot - self_sq
+    };
+    let len = s.len();
+    let mut sums = Vec::with_capacity(len);
+    let quads = len - len % 4;
+    for j in (0..quads).step_by(4) {
+        let rows: [&[f32]; 4] = std::array::from_fn(|k| s.row(j + k));
+        for (k, dot) in dot_mixed4(rows, key_sum).into_iter().enumerate() {
+            sums.push(column(j + k, dot));
+        }
+    }
+    for j in quads..len {
+        sums.push(column(j, dot_mixed(s.row(j), key_sum)));
+    }
     for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
         let j = zeroed_column(r);
         if let Some(c) = sums.get_mut(j) {
