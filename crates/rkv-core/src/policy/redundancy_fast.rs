@@ -232,22 +232,29 @@ impl FastRedundancy<'_> {
                 .ok_or(PolicyError::KeptOutOfRange { slot: i, len })?;
             *slot = a as u32;
         }
+        // Remap every kept row's r(i) without branching on whether it survived (that is
+        // data-dependent); the rows whose r(i) was evicted are re-searched afterwards.
         let mut latest = Vec::with_capacity(kept.len());
         let mut latest_entry = Vec::with_capacity(kept.len());
-        for &i in kept {
+        let mut lost = Vec::new();
+        for (a, &i) in kept.iter().enumerate() {
             let (r, v) = match self.latest[i] {
                 None => (NO_MATCH, 0.0),
-                Some(j) if new_index[j] != NO_MATCH => (new_index[j], self.zeroed_entry[i]),
-                Some(j) => {
-                    // Kept slots below the evicted r(i), newest first.
-                    let below = kept.partition_point(|&x| x < j);
-                    let hit =
-                        s.latest_match(i, self.threshold, kept[..below].iter().rev().copied());
-                    hit.map_or((NO_MATCH, 0.0), |(h, v)| (new_index[h], v))
-                }
+                Some(j) => (new_index[j], self.zeroed_entry[i]),
             };
+            if r == NO_MATCH && self.latest[i].is_some() {
+                lost.push(a);
+            }
             latest.push(r);
             latest_entry.push(v);
+        }
+        for a in lost {
+            let i = kept[a];
+            let j = self.latest[i].unwrap_or(0);
+            // Kept slots below the evicted r(i), newest first.
+            let below = kept.partition_point(|&x| x < j);
+            let hit = s.latest_match(i, self.threshold, kept[..below].iter().rev().copied());
+            (latest[a], latest_entry[a]) = hit.map_or((NO_MATCH, 0.0), |(h, v)| (new_index[h], v));
         }
         let mut key_sum = self.key_sum.clone();
         for (e, &idx) in new_index.iter().enumerate() {
