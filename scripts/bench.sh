@@ -16,18 +16,17 @@ run() { # name, command...
   echo "== $name: $*" >&2
   { echo "{\"command\": $(printf '%s ' "$@" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}"; "$@"; } > "$OUT/$name.jsonl"
 }
-run decode_full $RKV bench decode --threads 2 --depths 0,512,1024,4096,8000 --tokens 128 --repeat 3 --json
-run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 1024 --depths 0,4096,8000 --tokens 128 --repeat 3 --json
-run gen4096_rkv512 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
-run gen4096_snapkv512 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
-run gen4096_full $RKV bench decode --threads 2 --depths 0 --tokens 4096 --repeat 3 --json
-run fidelity $RKV eval fidelity --threads 2 --traces ../shared/data/traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl \
-  --limit 10 --max-tokens 2000 --budgets 128,256,512 --policies rkv,snapkv,h2o,streamingllm --json --plot BENCHMARKS-fidelity.svg
+run decode_full $RKV bench decode --threads 2 --depths 0,512,4096,8000 --tokens 128 --repeat 3 --json
 if [ -n "${LLAMACPP_PY:-}" ]; then
   echo "== llama.cpp" >&2
-  "$LLAMACPP_PY" ../shared/reference/llamacpp_bench.py --model "$MODEL" --depths 0,512,1024,4096,8000 \
+  "$LLAMACPP_PY" ../shared/reference/llamacpp_bench.py --model "$MODEL" --depths 0,512,4096,8000 \
     --gen 128 --reps 3 --threads 2 --no-extra-bufts > "$OUT/llamacpp.txt"
 fi
+run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 1024 --depths 4096,8000 --tokens 128 --repeat 3 --json
+run gen4096_rkv512 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
+run gen4096_snapkv512 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
+run fidelity $RKV eval fidelity --threads 2 --traces ../shared/data/traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl \
+  --limit 10 --max-tokens 2000 --budgets 128,256,512 --policies rkv,snapkv,h2o,streamingllm --json --plot BENCHMARKS-fidelity.svg
 lscpu | grep -E "Model name|^CPU\(s\)" > "$OUT/machine.txt"
 date -u +%Y-%m-%d > "$OUT/date.txt"
 python3 scripts/render_benchmarks.py

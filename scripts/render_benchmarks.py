@@ -94,7 +94,7 @@ def main():
                        f"{ratio:.2f} | {r['kv_bytes_peak']} | {f['kv_bytes_peak']} |")
         out.append("")
 
-    gens = [(n, *load(n)) for n in ("gen4096_rkv512", "gen4096_snapkv512", "gen4096_full")]
+    gens = [(n, *load(n)) for n in ("gen4096_rkv512", "gen4096_snapkv512")]
     gens = [(n, c, rows[0]) for n, c, rows in gens if rows]
     if gens:
         out += ["## A 4096-token generation (budget 512 for the compressing policies)", ""]
@@ -139,7 +139,34 @@ def main():
 
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(out) + "\n")
+    readme_section(out, machine, date)
     print("wrote BENCHMARKS.md", file=sys.stderr)
+
+
+def readme_section(out, machine, date):
+    """Copies the decode tables into README.md between the bench markers."""
+    path = os.path.join(ROOT, "README.md")
+    text = open(path).read()
+    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    if begin not in text or end not in text:
+        return
+    keep = []
+    take = False
+    for line in out:
+        if line.startswith("## Single-stream decode") or line.startswith("## Bounded cache") or line.startswith("## A 4096-token"):
+            take = True
+            keep.append("#" + line)
+            continue
+        if line.startswith("## "):
+            take = False
+        if take:
+            keep.append(line)
+    body = [begin, "", f"Machine: {machine}. Date: {date}. Model: SmolLM2-135M-Instruct Q4_1, 2 threads, f16 KV.",
+            "Generated from `bench/results/` by `scripts/render_benchmarks.py`.", ""] + keep + [end]
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w") as f:
+        f.write(head + "\n".join(body) + tail)
 
 
 if __name__ == "__main__":

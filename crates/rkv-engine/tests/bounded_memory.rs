@@ -1,0 +1,64 @@
+//! Bounded memory on the default model: a 2048-token generation under R-KV at budget 256
+//! never holds more than budget + buffer = 384 slots per layer and head, and its KV memory
+//! peak is at most 0.2x FullKV's for the same run. Every other policy is bounded too.
+
+mod common;
+
+use common::engine;
+use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_engine::{GenerationRequest, KvDtype, SamplingParams};
+use rkv_model::chat_template::ChatMessage;
+use rkv_model::WeightMode;
+
+#[test]
+fn compressed_generation_stays_within_budget_plus_buffer() {
+    let mut e = engine(WeightMode::Native, KvDtype::F16, CompressionConfig::full());
+    let text = e
+        .tokenizer()
+        .apply_chat_template(
+            &[ChatMessage::user(
+                "Solve step by step: what is 17 times 23? Check your work.",
+            )],
+            true,
+        )
+        .expect("template");
+    let prompt = e.tokenizer().encode(&text).expect("encode");
+    let mut run = |policy: PolicyKind, max_tokens: usize| {
+        let req = GenerationRequest {
+            prompt: prompt.clone(),
+            sampling: SamplingParams::default(),
+            max_tokens,
+            ignore_eos: true,
+            stop: Vec::new(),
+        };
+        let comp = CompressionConfig {
+            policy,
+            budget: 256,
+            buffer: 128,
+            ..CompressionConfig::default()
+        };
+        e.generate(req, Some(comp), |_| {}).expect("generate").stats
+    };
+    let full = run(PolicyKind::Full, 2048);
+    let rkv = run(PolicyKind::RKv, 2048);
+    assert_eq!(rkv.generated_tokens, 2048);
+    assert!(rkv.kv_slots_peak <= 384, "{rkv:?}");
+    assert!(rkv.compressions >= 14, "{rkv:?}");
+    let ratio = rkv.kv_bytes_peak as f64 / full.kv_bytes_peak as f64;
+    eprintln!(
+        "kv_bytes_peak: rkv {} / full {} = {ratio:.3}",
+        rkv.kv_bytes_peak, full.kv_bytes_peak
+    );
+    assert!(ratio <= 0.2, "R-KV peak is {ratio:.3} of FullKV's");
+    for policy in [
+        PolicyKind::SnapKv,
+        PolicyKind::H2o,
+        PolicyKind::StreamingLlm,
+    ] {
+        let s = run(policy, 600);
+        assert!(
+            s.kv_slots_peak <= 384 && s.compressions >= 3,
+            "{policy}: {s:?}"
+        );
+    }
+}
