@@ -134,10 +134,11 @@ impl KvElem for f32 {
     }
 }
 
-/// Slots per task: large enough that scheduling costs little, small enough that long
-/// contexts spread over threads.
+/// Slots per task: equal chunks of at least about 256 slots (so scheduling costs little),
+/// at most 8 per head (so long contexts spread over threads without many merges).
 fn chunk_len(visible: usize) -> usize {
-    visible.div_ceil(4).max(512)
+    let n = visible.div_ceil(256).clamp(1, 8);
+    visible.div_ceil(n)
 }
 
 /// The contiguous runs `(slot_from, slot_to, element offset)` covering slots `c0..c1`.
