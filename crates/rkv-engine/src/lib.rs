@@ -11,9 +11,11 @@ pub mod paged_attention;
 pub mod request;
 pub mod sampling;
 pub mod sequence;
+pub mod teacher;
 
-pub use engine::{Engine, EngineConfig, TeacherStats};
+pub use engine::{Engine, EngineConfig};
 pub use error::{EngineError, Result};
 pub use kv_store::KvDtype;
 pub use request::{FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent};
 pub use sampling::SamplingParams;
+pub use teacher::TeacherStats;

@@ -1,0 +1,199 @@
+//! Running a given text through the engine instead of sampling: scoring prompts and
+//! teacher-forcing traces (for parity checks and the fidelity evaluation).
+//!
+//! Owns sequences that live outside the step loop for one call. Uses the same store,
+//! attention and compression schedule as generation, so what it measures is what users run.
+//! Must not know: metrics (the caller computes them from the logits), HTTP, CLI.
+
+use rkv_core::block_pool::BlockTable;
+use rkv_core::config::CompressionConfig;
+
+use crate::compression::SeqCompression;
+use crate::engine::{prompt_chunk, Engine};
+use crate::error::{EngineError, Result};
+use crate::paged_attention::{PagedAttention, Segment};
+
+/// What a teacher-forced run reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TeacherStats {
+    pub compressions: usize,
+    /// Largest resident slot count of any layer/head.
+    pub kv_slots_peak: usize,
+    /// Positions resident at the end, `[n_layers, n_kv_heads, resident]` flattened.
+    pub final_positions: Vec<u32>,
+}
+
+impl Engine {
+    /// Feeds `tokens` through a fresh, uncompressed sequence (chunked prefill on the
+    /// normal path) and returns the logits of every position: `[n, vocab]`. The
+    /// sequence's blocks are returned afterwards. For parity checks and scoring.
+    pub fn prompt_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let vocab = self.model.config().vocab_size;
+        if tokens.is_empty() {
+            return Err(EngineError::BadRequest("no tokens to score".into()));
+        }
+        if tokens.len() > self.max_context() {
+            return Err(EngineError::TooLong {
+                prompt: tokens.len(),
+                max_new: 0,
+                context: self.max_context(),
+            });
+        }
+        let shape = self.model.attention_shape();
+        let mut table = BlockTable::new();
+        let mut logits = Vec::with_capacity(tokens.len() * vocab);
+        let mut run = || -> Result<()> {
+            for (ci, chunk) in tokens.chunks(self.cfg.max_batch_tokens).enumerate() {
+                let start = ci * self.cfg.max_batch_tokens;
+                let len_before = table.len();
+                self.store.reserve(&mut table, chunk.len())?;
+                let positions: Vec<usize> = (start..start + chunk.len()).collect();
+                let seg = Segment {
+                    blocks: table.blocks().to_vec(),
+                    token_start: 0,
+                    n_tokens: chunk.len(),
+                    len_before,
+                    positions: positions.iter().map(|&p| p as u32).collect(),
+                    capture: None,
+                    accumulate: None,
+                };
+                let mut attn = PagedAttention::new(&mut self.store, shape, vec![seg]);
+                let rows: Vec<usize> = (0..chunk.len()).collect();
+                logits.extend(self.model.forward(chunk, &positions, &mut attn, &rows)?);
+            }
+            Ok(())
+        };
+        let res = run();
+        self.store.release(&mut table)?;
+        res.map(|_| logits)
+    }
+
+    /// Teacher-forces `tokens` (a prompt of `prompt_len` tokens, then a continuation)
+    /// through a fresh sequence on the normal path, compression schedule included, and
+    /// calls `on_logits(p, logits)` for every position `p` in `prompt_len - 1 .. n - 1`
+    /// with the distribution of token `p + 1`.
+    ///
+    /// The prompt is one append. Between two compressions the cache only grows, so the
+    /// continuation goes through in causal chunks of at most `max_chunk` tokens that end
+    /// where the schedule compresses; the window's logits are observed inside the chunks.
+    /// `max_chunk = 1` is token-by-token decoding, and gives the same kept sets.
+    pub fn teacher_force(
+        &mut self,
+        tokens: &[u32],
+        prompt_len: usize,
+        comp: CompressionConfig,
+        max_chunk: usize,
+        mut on_logits: impl FnMut(usize, &[f32]),
+    ) -> Result<TeacherStats> {
+        if prompt_len == 0 || prompt_len > tokens.len() || max_chunk == 0 {
+            return Err(EngineError::BadRequest(format!(
+                "teacher forcing needs 1 <= prompt ({prompt_len}) <= tokens ({}) and a chunk >= 1",
+                tokens.len()
+            )));
+        }
+        if tokens.len() > self.max_context() {
+            return Err(EngineError::TooLong {
+                prompt: prompt_len,
+                max_new: tokens.len() - prompt_len,
+                context: self.max_context(),
+            });
+        }
+        let vocab = self.model.config().vocab_size;
+        let mut compression = SeqCompression::new(comp, self.model.attention_shape())?;
+        let mut table = BlockTable::new();
+        let mut stats = TeacherStats::default();
+        let mut run = |this: &mut Self, table: &mut BlockTable| -> Result<()> {
+            let mut pos = 0;
+            while pos < tokens.len() {
+                let in_prompt = pos < prompt_len;
+                let n = if in_prompt {
+                    let room = max_chunk.max(this.cfg.max_batch_tokens);
+                    prompt_chunk(prompt_len - pos, room, comp.window)
+                } else {
+                    let mut n = (tokens.len() - pos).min(max_chunk);
+                    if let Some(cap) = comp.max_resident_slots() {
+                        n = n.min(cap.saturating_sub(table.len()).max(1));
+                    }
+                    n
+                };
+                let final_append = !in_prompt || pos + n == prompt_len;
+                let rows: Vec<usize> = (0..n).filter(|&t| pos + t + 1 >= prompt_len).collect();
+                let logits = this.feed(
+                    table,
+                    &mut compression,
+                    &tokens[pos..pos + n],
+                    pos,
+                    final_append,
+                    &rows,
+                )?;
+                for (i, &t) in rows.iter().enumerate() {
+                    if pos + t + 1 < tokens.len() {
+                        on_logits(pos + t, &logits[i * vocab..(i + 1) * vocab]);
+                    }
+                }
+                stats.kv_slots_peak = stats.kv_slots_peak.max(table.len());
+                pos += n;
+                if final_append {
+                    let evicted = compression.maybe_compress(&mut this.store, table)?;
+                    if evicted > 0 {
+                        stats.compressions += 1;
+                        if let Some(acc) = compression.h2o.as_mut() {
+                            acc.iter_mut().for_each(|a| a.truncate(table.len()));
+                        }
+                    }
+                }
+            }
+            let layout = *this.store.layout();
+            for l in 0..layout.n_layers {
+                for h in 0..layout.n_kv_heads {
+                    for s in 0..table.len() {
+                        stats
+                            .final_positions
+                            .push(this.store.position(table.blocks(), l, h, s));
+                    }
+                }
+            }
+            Ok(())
+        };
+        let res = run(self, &mut table);
+        self.store.release(&mut table)?;
+        res.map(|_| stats)
+    }
+
+    /// One forward of `chunk` (starting at absolute position `start`) for a sequence that
+    /// is not in the step loop; returns the logits of `rows`.
+    fn feed(
+        &mut self,
+        table: &mut BlockTable,
+        compression: &mut SeqCompression,
+        chunk: &[u32],
+        start: usize,
+        final_append: bool,
+        rows: &[usize],
+    ) -> Result<Vec<f32>> {
+        let shape = self.model.attention_shape();
+        let len_before = table.len();
+        self.store.reserve(table, chunk.len())?;
+        let capture = compression.capture_for_step(len_before, chunk.len(), final_append);
+        compression.grow_accumulators(table.len());
+        let positions: Vec<usize> = (start..start + chunk.len()).collect();
+        let seg = Segment {
+            blocks: table.blocks().to_vec(),
+            token_start: 0,
+            n_tokens: chunk.len(),
+            len_before,
+            positions: positions.iter().map(|&p| p as u32).collect(),
+            capture,
+            accumulate: compression.h2o.take(),
+        };
+        let mut attn = PagedAttention::new(&mut self.store, shape, vec![seg]);
+        let out = self.model.forward(chunk, &positions, &mut attn, rows);
+        if let Some(seg) = attn.segments.pop() {
+            if let Some((_, win)) = seg.capture {
+                compression.return_window(win);
+            }
+            compression.h2o = seg.accumulate;
+        }
+        Ok(out?)
+    }
+}
