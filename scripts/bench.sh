@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p rkv-cli
-RKV=./target/release/rkv
+RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
 OUT=bench/results
 mkdir -p "$OUT"
 MODEL=$($RKV fetch)

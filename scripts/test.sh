@@ -5,6 +5,5 @@
 # outputs, data) when it is there and say so when they fall back to committed copies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p rkv-cli
-./target/release/rkv fetch
+cargo run --release -q -p rkv-cli -- fetch
 cargo test --release --workspace
