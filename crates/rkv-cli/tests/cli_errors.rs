@@ -4,20 +4,11 @@
 //! `--max-tokens 0`, unknown policies and budgets below the window.
 //! Cases that get past argument checks need the default model (`rkv fetch`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn rkv(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rkv"))
-        .args(args)
-        .output()
-        .expect("run rkv");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use std::path::{Path, PathBuf};
+
+use common::{default_model, rkv};
 
 /// Runs and asserts a clean one-line failure that mentions `needle`.
 fn fails_with(args: &[&str], needle: &str) {
@@ -35,21 +26,6 @@ fn fails_with(args: &[&str], needle: &str) {
         "{args:?}: `{}` does not mention `{needle}`",
         lines[0]
     );
-}
-
-fn default_model() -> PathBuf {
-    let home = std::env::var_os("RKV_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rkv")
-        });
-    let p = home.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "default model missing at {}: run `rkv fetch`",
-        p.display()
-    );
-    p
 }
 
 fn gguf_string(out: &mut Vec<u8>, s: &str) {

@@ -2,37 +2,13 @@
 //! under R-KV with a small budget give five per-problem records and a pass@1 summary;
 //! a malformed dataset line is a one-line error naming the line.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
+
+use common::{default_model, rkv};
 
 use serde_json::Value;
-
-fn rkv(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rkv"))
-        .args(args)
-        .output()
-        .expect("run rkv");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn default_model() -> PathBuf {
-    let home = std::env::var_os("RKV_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rkv")
-        });
-    let p = home.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "default model missing at {}: run `rkv fetch`",
-        p.display()
-    );
-    p
-}
 
 /// MATH-500 from the shared data (or $RKV_DATA_DIR); without it, a 2-line stand-in.
 fn dataset(dir: &tempfile::TempDir) -> (PathBuf, usize) {

@@ -1,0 +1,35 @@
+//! Shared helpers of the CLI tests: running the binary and finding the default model.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Runs `rkv` with `args`: (exit code, stdout, stderr).
+pub fn rkv(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rkv"))
+        .args(args)
+        .output()
+        .expect("run rkv");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The default model in `$RKV_HOME` (default `~/.cache/rkv`); fails with instructions.
+pub fn default_model() -> PathBuf {
+    let home = std::env::var_os("RKV_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rkv")
+        });
+    let p = home.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.exists(),
+        "default model missing at {}: run `rkv fetch`",
+        p.display()
+    );
+    p
+}
