@@ -288,9 +288,6 @@ impl Engine {
             if evicted > 0 {
                 s.stats.compressions += 1;
                 s.stats.evicted_tokens += evicted;
-                if let Some(acc) = s.compression.h2o.as_mut() {
-                    acc.iter_mut().for_each(|a| a.truncate(s.table.len()));
-                }
             }
             let lg = &logits[row * vocab..(row + 1) * vocab];
             row += 1;

@@ -141,13 +141,20 @@ fn chunk_len(visible: usize) -> usize {
     visible.div_ceil(n)
 }
 
-/// The contiguous runs `(slot_from, slot_to, element offset)` covering slots `c0..c1`.
-fn runs(run_offsets: &[usize], bs: usize, c0: usize, c1: usize) -> Vec<(usize, usize, usize)> {
+/// The contiguous runs `(slot_from, slot_to, slot offset in storage)` covering slots
+/// `c0..c1`, where `run_start(block)` is the storage slot of the block's first slot.
+fn runs(
+    blocks: &[BlockId],
+    run_start: impl Fn(BlockId) -> usize,
+    bs: usize,
+    c0: usize,
+    c1: usize,
+) -> Vec<(usize, usize, usize)> {
     let mut out = Vec::new();
     let mut s = c0;
     while s < c1 {
         let e = ((s / bs + 1) * bs).min(c1);
-        out.push((s, e, run_offsets[s / bs] + (s % bs)));
+        out.push((s, e, run_start(blocks[s / bs]) + (s % bs)));
         s = e;
     }
     out
@@ -157,8 +164,7 @@ fn runs(run_offsets: &[usize], bs: usize, c0: usize, c1: usize) -> Vec<(usize, u
 fn partial<E: KvElem>(
     keys: &[E],
     values: &[E],
-    run_offsets: &[usize], // [n_blocks] slot offset of slot 0 of this (layer, head) run
-    bs: usize,
+    runs: &[(usize, usize, usize)], // contiguous runs of c0..c1, see `runs`
     d: usize,
     qs: &[f32], // [g, d]
     scale: f32,
@@ -169,14 +175,14 @@ fn partial<E: KvElem>(
 ) -> Partial {
     let g = qs.len() / d;
     let n = c1 - c0;
-    let runs = runs(run_offsets, bs, c0, c1);
     // ggml multiplies an f16 cache with f16 copies of its operands: the queries here, the
     // probabilities below. Doing the same keeps f16-KV runs token-equal to llama.cpp.
     let qr: Vec<f32> = qs.iter().map(|&x| E::round(x)).collect();
     let qs = &qr[..];
     let mut logits = vec![0f32; g * n]; // [g, n]
-    let mut tmp = vec![0f32; g * bs]; // [g, run]
-    for &(s0, s1, off) in &runs {
+    let longest = runs.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
+    let mut tmp = vec![0f32; g * longest]; // [g, run]
+    for &(s0, s1, off) in runs {
         let m = s1 - s0;
         let t = &mut tmp[..g * m];
         E::scores(&keys[off * d..(off + m) * d], d, qs, t);
@@ -211,7 +217,7 @@ fn partial<E: KvElem>(
         sum[i] = s_;
     }
     let mut acc = vec![0f32; g * d];
-    for &(s0, s1, off) in &runs {
+    for &(s0, s1, off) in runs {
         let m = s1 - s0;
         let t = &mut tmp[..g * m];
         for i in 0..g {
@@ -298,19 +304,19 @@ impl Attention for PagedAttention<'_> {
         let scale = 1.0 / (d as f32).sqrt();
         let segs = &self.segments;
         let store = &*self.store;
-        let run_offsets = |seg: &Segment, h: usize| -> Vec<usize> {
-            seg.blocks
-                .iter()
-                .map(|&b| layout.elem_offset(b, layer, h, 0) / d)
-                .collect()
-        };
         let partials: Vec<Partial> = tasks
             .par_iter()
             .map(|&(si, t, h, c0, c1)| {
                 let seg = &segs[si];
                 let row = seg.token_start + t;
                 let qs = &q[(row * n_heads + h * g) * d..(row * n_heads + (h + 1) * g) * d];
-                let offs = run_offsets(seg, h);
+                let offs = runs(
+                    &seg.blocks,
+                    |b| layout.elem_offset(b, layer, h, 0) / d,
+                    bs,
+                    c0,
+                    c1,
+                );
                 let keep_logits = seg.capture.as_ref().is_some_and(|(c, _)| t >= c.from_token);
                 let keep_probs = seg.accumulate.is_some();
                 match (&store.keys, &store.values) {
@@ -318,7 +324,6 @@ impl Attention for PagedAttention<'_> {
                         kb.reinterpret_cast::<f16>(),
                         vb.reinterpret_cast::<f16>(),
                         &offs,
-                        bs,
                         d,
                         qs,
                         scale,
@@ -327,19 +332,9 @@ impl Attention for PagedAttention<'_> {
                         keep_probs,
                         keep_logits,
                     ),
-                    (KvBuf::F32(kb), KvBuf::F32(vb)) => partial::<f32>(
-                        kb,
-                        vb,
-                        &offs,
-                        bs,
-                        d,
-                        qs,
-                        scale,
-                        c0,
-                        c1,
-                        keep_probs,
-                        keep_logits,
-                    ),
+                    (KvBuf::F32(kb), KvBuf::F32(vb)) => {
+                        partial::<f32>(kb, vb, &offs, d, qs, scale, c0, c1, keep_probs, keep_logits)
+                    }
                     _ => unreachable!("keys and values share one dtype"),
                 }
             })

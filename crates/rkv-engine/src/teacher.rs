@@ -39,31 +39,19 @@ impl Engine {
                 context: self.max_context(),
             });
         }
-        let shape = self.model.attention_shape();
+        let mut full =
+            SeqCompression::new(CompressionConfig::full(), self.model.attention_shape())?;
         let mut table = BlockTable::new();
         let mut logits = Vec::with_capacity(tokens.len() * vocab);
-        let mut run = || -> Result<()> {
-            for (ci, chunk) in tokens.chunks(self.cfg.max_batch_tokens).enumerate() {
-                let start = ci * self.cfg.max_batch_tokens;
-                let len_before = table.len();
-                self.store.reserve(&mut table, chunk.len())?;
-                let positions: Vec<usize> = (start..start + chunk.len()).collect();
-                let seg = Segment {
-                    blocks: table.blocks().to_vec(),
-                    token_start: 0,
-                    n_tokens: chunk.len(),
-                    len_before,
-                    positions: positions.iter().map(|&p| p as u32).collect(),
-                    capture: None,
-                    accumulate: None,
-                };
-                let mut attn = PagedAttention::new(&mut self.store, shape, vec![seg]);
+        let step = self.cfg.max_batch_tokens;
+        let mut run = |this: &mut Self| -> Result<()> {
+            for (ci, chunk) in tokens.chunks(step).enumerate() {
                 let rows: Vec<usize> = (0..chunk.len()).collect();
-                logits.extend(self.model.forward(chunk, &positions, &mut attn, &rows)?);
+                logits.extend(this.feed(&mut table, &mut full, chunk, ci * step, false, &rows)?);
             }
             Ok(())
         };
-        let res = run();
+        let res = run(self);
         self.store.release(&mut table)?;
         res.map(|_| logits)
     }
@@ -137,9 +125,6 @@ impl Engine {
                     let evicted = compression.maybe_compress(&mut this.store, table)?;
                     if evicted > 0 {
                         stats.compressions += 1;
-                        if let Some(acc) = compression.h2o.as_mut() {
-                            acc.iter_mut().for_each(|a| a.truncate(table.len()));
-                        }
                     }
                 }
             }
