@@ -91,6 +91,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
     for &depth in &a.depths {
         let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();
         let mut tps = Vec::with_capacity(a.repeat);
+        let mut event_ms = Vec::with_capacity(a.repeat);
+        let mut compressions = 0;
         let mut kv_bytes = 0;
         for _ in 0..a.repeat {
             let req = GenerationRequest {
@@ -102,9 +104,15 @@ fn decode(a: DecodeArgs) -> Result<()> {
             };
             let out = engine.generate(req, None, |_| {})?;
             tps.push(out.stats.decode_tokens_per_s());
+            compressions = out.stats.compressions;
+            if compressions > 0 {
+                event_ms.push(out.stats.seconds_per_compression() * 1e3);
+            }
             kv_bytes = out.stats.kv_bytes_peak;
         }
         let (med, min, max) = stats(&mut tps);
+        // Mean time of one compression event (all layers and heads) per repeat.
+        let events = (!event_ms.is_empty()).then(|| stats(&mut event_ms));
         let row = json!({
             "bench": "decode",
             "model": model_name,
@@ -116,6 +124,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
             "policy": a.kv.kv_policy,
             "budget": a.kv.kv_budget,
             "decode_tokens_per_s": {"median": med, "min": min, "max": max},
+            "compressions": compressions,
+            "compress_ms_per_event": events.map(|(m, lo, hi)| json!({"median": m, "min": lo, "max": hi})),
             "kv_bytes_peak": kv_bytes,
             "peak_rss_bytes": peak_rss_bytes(),
         });
@@ -126,6 +136,11 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 "depth {depth:>6}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {} x {} tokens, kv_bytes_peak {kv_bytes}",
                 a.repeat, a.tokens
             );
+            if let Some((m, lo, hi)) = events {
+                println!(
+                    "              {compressions} compressions, {m:.2} ms per event (min {lo:.2}, max {hi:.2})"
+                );
+            }
         }
         rows.push(row);
     }

@@ -260,39 +260,50 @@ impl Engine {
             .forward(&tokens, &positions, &mut attn, &logit_rows)?;
         let segments = std::mem::take(&mut attn.segments);
         drop(attn);
-        let elapsed = t0.elapsed().as_secs_f64();
         let vocab = self.model.config().vocab_size;
         let mut events = Vec::new();
         let mut row = 0;
+        let mut was_decode = Vec::with_capacity(feeds.len());
         for ((i, toks), seg) in feeds.iter().zip(segments) {
             let s = &mut self.seqs[*i];
             if let Some((_, win)) = seg.capture {
                 s.compression.return_window(win);
             }
             s.compression.h2o = seg.accumulate;
-            let was_decode = s.pending.is_some();
-            if was_decode {
+            was_decode.push(s.pending.is_some());
+            if s.pending.is_some() {
                 s.pending = None;
-                s.stats.decode_seconds += elapsed;
             } else {
                 s.prefilled += toks.len();
-                s.stats.prefill_seconds += elapsed;
             }
             // The prompt is one append: the schedule runs after its last chunk only.
             if s.in_prefill() {
                 continue;
             }
+            let tc = Instant::now();
             let evicted = s
                 .compression
                 .maybe_compress(&mut self.store, &mut s.table)?;
             if evicted > 0 {
                 s.stats.compressions += 1;
                 s.stats.evicted_tokens += evicted;
+                s.stats.compress_seconds += tc.elapsed().as_secs_f64();
             }
             let lg = &logits[row * vocab..(row + 1) * vocab];
             row += 1;
             let tok = s.sampler.sample(lg);
             events.push(Self::accept_token(&self.tokenizer, s, tok)?);
+        }
+        // Every sequence in the step waited for the whole step (forward, every
+        // compression, sampling): that is its latency for these tokens.
+        let elapsed = t0.elapsed().as_secs_f64();
+        for ((i, _), decode) in feeds.iter().zip(was_decode) {
+            let st = &mut self.seqs[*i].stats;
+            if decode {
+                st.decode_seconds += elapsed;
+            } else {
+                st.prefill_seconds += elapsed;
+            }
         }
         // Retire finished sequences, returning their blocks.
         let mut k = 0;

@@ -44,6 +44,9 @@ pub struct SeqStats {
     pub prefill_seconds: f64,
     pub decode_seconds: f64,
     pub compressions: usize,
+    /// Wall time spent in this sequence's compressions (scoring, selection, compaction);
+    /// also counted in the prefill/decode time of the steps they ran in.
+    pub compress_seconds: f64,
     /// Tokens evicted over all compressions (per layer and head; all heads evict alike).
     pub evicted_tokens: usize,
     /// Largest resident slot count of any layer/head.
@@ -55,6 +58,15 @@ pub struct SeqStats {
 impl SeqStats {
     pub fn prefill_tokens_per_s(&self) -> f64 {
         rate(self.prompt_tokens, self.prefill_seconds)
+    }
+
+    /// Mean wall time of one compression event (all layers and heads), 0 without any.
+    pub fn seconds_per_compression(&self) -> f64 {
+        if self.compressions == 0 {
+            0.0
+        } else {
+            self.compress_seconds / self.compressions as f64
+        }
     }
 
     /// Decode speed: tokens after the first (which the prefill produces) per second.
