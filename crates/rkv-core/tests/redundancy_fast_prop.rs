@@ -176,16 +176,16 @@ fn run(
         let oracle = redundancy_oracle(&keys, dim, threshold, window);
         let fast = redundancy_incremental(&keys, dim, threshold, window, &state)
             .map_err(|e| e.to_string())?;
-        if fast.latest != oracle.latest {
-            let i = fast
-                .latest
+        let fast_latest = fast.latest();
+        if fast_latest != oracle.latest {
+            let i = fast_latest
                 .iter()
                 .zip(&oracle.latest)
                 .position(|(a, b)| a != b)
                 .unwrap_or(0);
             return Err(format!(
                 "compression {}: r({i}) fast {:?} oracle {:?}",
-                stats.compressions, fast.latest[i], oracle.latest[i]
+                stats.compressions, fast_latest[i], oracle.latest[i]
             ));
         }
         let red_mean =
@@ -229,7 +229,7 @@ fn run(
         // The state after the compression must be the oracle's r(i) of the kept cache.
         let kept_keys: Vec<f32> = resident.concat();
         let fresh = redundancy_oracle(&kept_keys, dim, threshold, window);
-        if state.latest() != fresh.latest {
+        if state.latest_resolved(&kept_keys, dim, threshold) != fresh.latest {
             return Err(format!(
                 "compression {}: state after commit differs from the oracle on the kept cache",
                 stats.compressions

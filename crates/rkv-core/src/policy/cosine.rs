@@ -10,6 +10,8 @@
 //!
 //! Must not know: thresholds, column sums, selection, the schedule.
 
+use std::ops::Range;
+
 /// Lanes of the f32 dot product's partial sums (one AVX-512 register; a fixed order).
 const LANES: usize = 16;
 
@@ -479,41 +481,56 @@ impl CosineRows<'_> {
         }
     }
 
-    /// [`Self::latest_match`] of many rows against one candidate list: `out[r]` is the
-    /// first `j` of `candidates` (descending) with `S[rows[r]][j] > threshold`, with that
-    /// entry, or `None`. The entries of all still unresolved rows against a block of
-    /// `BLOCK` candidates are computed in one branch-free sweep, then the rows are
+    /// [`Self::latest_match`] of many rows against one candidate range: for each row `i` of
+    /// `rows`, the largest `j` of `candidates` with `S[i][j] > threshold` is written to
+    /// `latest[i]`, its entry to `entry[i]`; rows without a match are left untouched.
+    /// Returns how many rows matched. The entries of all still unresolved rows against a
+    /// block of candidates are computed in one branch-free sweep, then the rows are
     /// resolved; the decisions are those of one [`Self::entry`] at a time.
     pub fn latest_matches(
         &self,
-        rows: &[usize],
+        rows: Range<usize>,
         threshold: f32,
-        candidates: &[usize],
-        out: &mut [Option<(usize, f32)>],
-    ) {
-        out.iter_mut().for_each(|o| *o = None);
-        let mut pending: Vec<usize> = (0..rows.len().min(out.len())).collect();
+        candidates: Range<usize>,
+        latest: &mut [u32],
+        entry: &mut [f32],
+    ) -> usize {
+        let end = rows.end.min(latest.len()).min(entry.len());
+        let mut pending: Vec<usize> = (rows.start..end).collect();
+        let total = pending.len();
         let mut buf = vec![[0.0f32; BLOCK]; pending.len()];
+        let mut out = Resolved {
+            latest,
+            entry,
+            threshold,
+        };
+        // Candidates from the top down: the k-th is `top - 1 - k`.
+        let (top, count) = (candidates.end, candidates.len());
         // Most rows match one of the first few candidates: narrow blocks first, so that
         // little is computed past the hits.
         let mut at = 0;
         while !pending.is_empty() {
-            let rest = &candidates[at..];
-            if at < 2 * FIRST_BLOCK && rest.len() >= FIRST_BLOCK {
-                let js: [usize; FIRST_BLOCK] = std::array::from_fn(|k| rest[k]);
-                self.match_block(rows, threshold, js, &mut pending, &mut buf, out);
+            let rest = count - at;
+            if at < 2 * FIRST_BLOCK && rest >= FIRST_BLOCK {
+                let js: [usize; FIRST_BLOCK] = std::array::from_fn(|k| top - 1 - at - k);
+                self.match_block(js, &mut pending, &mut buf, &mut out);
                 at += FIRST_BLOCK;
-            } else if rest.len() >= BLOCK {
-                let js: [usize; BLOCK] = std::array::from_fn(|k| rest[k]);
-                self.match_block(rows, threshold, js, &mut pending, &mut buf, out);
+            } else if rest >= BLOCK {
+                let js: [usize; BLOCK] = std::array::from_fn(|k| top - 1 - at - k);
+                self.match_block(js, &mut pending, &mut buf, &mut out);
                 at += BLOCK;
             } else {
-                for &r in &pending {
-                    out[r] = self.latest_match(rows[r], threshold, rest.iter().copied());
+                let mut left = 0;
+                for &i in &pending {
+                    match self.latest_match(i, threshold, (candidates.start..top - at).rev()) {
+                        Some((j, v)) => out.set(i, j, v),
+                        None => left += 1,
+                    }
                 }
-                return;
+                return total - left;
             }
         }
+        total
     }
 
     /// One step of [`Self::latest_matches`]: the entries of every pending row against the
@@ -522,17 +539,15 @@ impl CosineRows<'_> {
     #[inline(always)]
     fn match_block<const N: usize>(
         &self,
-        rows: &[usize],
-        threshold: f32,
         js: [usize; N],
         pending: &mut Vec<usize>,
         buf: &mut [[f32; BLOCK]],
-        out: &mut [Option<(usize, f32)>],
+        out: &mut Resolved<'_>,
     ) {
         let cand = js.map(|j| self.row(j));
         let mut pairs = buf.chunks_exact_mut(2).zip(pending.chunks_exact(2));
         for (vals, r) in &mut pairs {
-            let (i0, i1) = (rows[r[0]], rows[r[1]]);
+            let (i0, i1) = (r[0], r[1]);
             let d = dots2(self.row(i0), self.row(i1), cand);
             for (k, &j) in js.iter().enumerate() {
                 vals[0][k] = self.entry_from_dot(i0, j, d[0][k]);
@@ -541,7 +556,7 @@ impl CosineRows<'_> {
         }
         if pending.len() % 2 == 1 {
             let p = pending.len() - 1;
-            let i = rows[pending[p]];
+            let i = pending[p];
             let d = dots(self.row(i), cand);
             for (k, &j) in js.iter().enumerate() {
                 buf[p][k] = self.entry_from_dot(i, j, d[k]);
@@ -549,11 +564,11 @@ impl CosineRows<'_> {
         }
         let mut still = 0;
         for p in 0..pending.len() {
-            let r = pending[p];
-            match buf[p][..N].iter().position(|&v| v > threshold) {
-                Some(k) => out[r] = Some((js[k], buf[p][k])),
+            let i = pending[p];
+            match buf[p][..N].iter().position(|&v| v > out.threshold) {
+                Some(k) => out.set(i, js[k], buf[p][k]),
                 None => {
-                    pending[still] = r;
+                    pending[still] = i;
                     still += 1;
                 }
             }
@@ -594,6 +609,21 @@ impl CosineRows<'_> {
                 }
             }
         }
+    }
+}
+
+/// Where [`CosineRows::latest_matches`] writes its hits: `latest[i]`, `entry[i]` per row.
+struct Resolved<'a> {
+    latest: &'a mut [u32],
+    entry: &'a mut [f32],
+    threshold: f32,
+}
+
+impl Resolved<'_> {
+    #[inline(always)]
+    fn set(&mut self, i: usize, j: usize, v: f32) {
+        self.latest[i] = j as u32;
+        self.entry[i] = v;
     }
 }
 

@@ -65,6 +65,8 @@ pub enum PolicyError {
     StateDim { state: usize, head_dim: usize },
     #[error("kept slot {slot} is outside the cache of {len} slots")]
     KeptOutOfRange { slot: usize, len: usize },
+    #[error("kept slots must be strictly ascending (slot {slot} out of order)")]
+    KeptNotAscending { slot: usize },
     #[error("cache of {len} slots is too long for the redundancy bookkeeping")]
     TooLong { len: usize },
 }
@@ -167,14 +169,14 @@ pub fn score_head<'a>(
     let (redundancy, pass) = if cfg.policy == PolicyKind::RKv {
         match path {
             RedundancyPath::Fast => {
-                let pass = redundancy_incremental(
+                let mut pass = redundancy_incremental(
                     obs.keys,
                     obs.head_dim,
                     cfg.threshold,
                     obs.window,
                     state,
                 )?;
-                (pass.redundancy.clone(), Some(pass))
+                (std::mem::take(&mut pass.redundancy), Some(pass))
             }
             RedundancyPath::Oracle => {
                 let r = redundancy_oracle(obs.keys, obs.head_dim, cfg.threshold, obs.window);

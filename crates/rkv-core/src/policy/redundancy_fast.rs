@@ -4,15 +4,18 @@
 //!
 //! Owns: [`HeadState`] (per sequence, layer and KV head: each resident slot's latest
 //! similar slot `r(i)` resolved over the resident slots, the entry `S[i][r(i)]`, the
-//! inverse key norms, and the f64 sum of the normalised keys) and the incremental update:
+//! inverse key norms, the f64 sum of the normalised keys, and the rows whose `r(i)` was
+//! evicted and not yet re-searched) and the incremental update:
 //! - column sums of the zero-diagonal cosine matrix as `k̂_j . (sum_i k̂_i) - ||k̂_j||^2`
 //!   in O(L d), minus the one zeroed entry `S[i][r(i)]` of every row;
 //! - `r(i)` for the slots appended since the last compression by a descending scan over
 //!   all slots (stopping at the first match), and for older rows a descending scan over
 //!   the new slots only (new slots have larger indices, so a match there wins);
-//! - after a compression, `r(i)` remapped to the kept slots, with a re-search (below the
-//!   evicted `r(i)`) only for rows whose `r(i)` was evicted; the key sum loses the
-//!   evicted slots.
+//! - after a compression, `r(i)` remapped to the kept slots. A row whose `r(i)` was
+//!   evicted is re-searched lazily: no kept slot above the evicted one matched, so its new
+//!   `r(i)` is a new slot if one matches at the next compression, else the latest match
+//!   among the kept slots below the evicted one (searched only then: most rows match a
+//!   new slot, so most of these searches never run); the key sum loses the evicted slots.
 //!
 //! Threshold decisions use [`super::cosine`], the same entry function as the oracle, so
 //! every `r(i)` equals the oracle's bit for bit; only the column sums' summation order
@@ -22,11 +25,11 @@
 //! at the next compression, slot `i` of the cache is `kept[i]` of this one for every
 //! `i < kept.len()`, with bit-identical keys, and newer slots follow.
 
-use super::cosine::{dot_mixed, dot_mixed4, inv_norm, CosineRows};
-use super::redundancy::{redundancy_from_column_sums, zeroed_column};
+use super::cosine::{dot, dots, inv_norms, CosineRows};
+use super::redundancy::redundancy_from_column_sums;
 use super::PolicyError;
 
-/// Marks "no similar slot" in [`HeadState`].
+/// Marks "no similar slot" (or "evicted, re-search pending") in [`HeadState`].
 const NO_MATCH: u32 = u32::MAX;
 
 /// Redundancy bookkeeping kept between compressions for one (sequence, layer, KV head).
@@ -34,7 +37,8 @@ const NO_MATCH: u32 = u32::MAX;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HeadState {
     /// `[n_described]` latest similar slot of each of the first `n_described` slots,
-    /// resolved over those slots only; `NO_MATCH` when there is none.
+    /// resolved over those slots only; `NO_MATCH` when there is none or when the row is
+    /// in `lost`.
     latest: Vec<u32>,
     /// `[n_described]` the entry `S[i][r(i)]` (unused where `latest` is `NO_MATCH`).
     latest_entry: Vec<f32>,
@@ -42,6 +46,9 @@ pub struct HeadState {
     inv_norm: Vec<f32>,
     /// `[d]` sum of the normalised keys of the described slots (empty when none).
     key_sum: Vec<f64>,
+    /// `(row, below)`, ascending rows: rows whose `r(i)` was evicted; their `r(i)` over the
+    /// described slots is the latest match among slots `0..below`.
+    lost: Vec<(u32, u32)>,
 }
 
 impl HeadState {
@@ -60,9 +67,21 @@ impl HeadState {
         *self = Self::default();
     }
 
-    /// The stored `r(i)` of the described slots (`None`: no similar slot). For tests.
-    pub fn latest(&self) -> Vec<Option<usize>> {
-        self.latest.iter().map(|&r| from_u32(r)).collect()
+    /// The `r(i)` of the described slots (`None`: no similar slot), completing the
+    /// pending re-searches against `keys` (`[n_described, d]`, the cache's leading slots).
+    /// For tests; the engine never needs it.
+    pub fn latest_resolved(&self, keys: &[f32], dim: usize, threshold: f32) -> Vec<Option<usize>> {
+        let s = CosineRows {
+            keys,
+            inv_norm: &self.inv_norm,
+            dim,
+        };
+        let mut latest: Vec<Option<usize>> = self.latest.iter().map(|&r| from_u32(r)).collect();
+        for &(row, below) in &self.lost {
+            let hit = s.latest_match(row as usize, threshold, (0..below as usize).rev());
+            latest[row as usize] = hit.map(|(j, _)| j);
+        }
+        latest
     }
 }
 
@@ -77,8 +96,8 @@ fn from_u32(r: u32) -> Option<usize> {
 pub struct FastRedundancy<'a> {
     /// `[L - w]` redundancy of the candidates.
     pub redundancy: Vec<f64>,
-    /// `[L]` latest similar slot of every row over all `L` slots.
-    pub latest: Vec<Option<usize>>,
+    /// `[L]` latest similar slot of every row over all `L` slots, `NO_MATCH` for none.
+    latest: Vec<u32>,
     /// `[L]` the entry `S[i][r(i)]` (`S[i][0]` for a row without a match).
     zeroed_entry: Vec<f32>,
     /// `[L]` inverse key norms.
@@ -88,7 +107,6 @@ pub struct FastRedundancy<'a> {
     /// `[L, d]` the keys.
     keys: &'a [f32],
     dim: usize,
-    threshold: f32,
 }
 
 /// Add `sign * inv * key` to `sum` (f64).
@@ -133,34 +151,41 @@ pub fn redundancy_incremental<'a>(
     }
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
-    for key in keys[old * dim..len * dim].chunks_exact(dim) {
-        let v = inv_norm(key);
+    let new_keys = &keys[old * dim..len * dim];
+    inv.extend(inv_norms(new_keys, dim));
+    for (key, &v) in new_keys.chunks_exact(dim).zip(&inv[old..]) {
         accumulate(&mut key_sum, key, v, 1.0);
-        inv.push(v);
     }
     let s = CosineRows {
         keys,
         inv_norm: &inv,
         dim,
     };
-    // Old rows: a match among the new slots (descending) beats the stored one.
-    // New rows: search everything, newest first.
-    let mut hits = vec![None; len];
-    let old_rows: Vec<usize> = (0..old).collect();
-    let new_slots: Vec<usize> = (old..len).rev().collect();
-    s.latest_matches(&old_rows, threshold, &new_slots, &mut hits[..old]);
-    let new_rows: Vec<usize> = (old..len).collect();
-    let all_slots: Vec<usize> = (0..len).rev().collect();
-    s.latest_matches(&new_rows, threshold, &all_slots, &mut hits[old..]);
     let mut latest = Vec::with_capacity(len);
+    latest.extend_from_slice(&state.latest);
+    latest.resize(len, NO_MATCH);
     let mut zeroed_entry = Vec::with_capacity(len);
-    for (i, hit) in hits.into_iter().enumerate() {
-        let stored = (i < old)
-            .then(|| from_u32(state.latest[i]).map(|r| (r, state.latest_entry[i])))
-            .flatten();
-        let r = hit.or(stored);
-        latest.push(r.map(|(j, _)| j));
-        zeroed_entry.push(r.map_or_else(|| s.entry(i, 0), |(_, v)| v));
+    zeroed_entry.extend_from_slice(&state.latest_entry);
+    zeroed_entry.resize(len, 0.0);
+    // Old rows: a match among the new slots (descending) beats the stored one.
+    s.latest_matches(0..old, threshold, old..len, &mut latest, &mut zeroed_entry);
+    // Rows whose r(i) was evicted and no new slot matched: below the evicted one.
+    for &(row, below) in &state.lost {
+        let i = row as usize;
+        if latest[i] == NO_MATCH {
+            if let Some((j, v)) = s.latest_match(i, threshold, (0..below as usize).rev()) {
+                latest[i] = j as u32;
+                zeroed_entry[i] = v;
+            }
+        }
+    }
+    // New rows: search everything, newest first.
+    s.latest_matches(old..len, threshold, 0..len, &mut latest, &mut zeroed_entry);
+    // Rows without a match zero S[i][0] (the reference's quirk).
+    for (i, (r, v)) in latest.iter().zip(zeroed_entry.iter_mut()).enumerate() {
+        if *r == NO_MATCH {
+            *v = s.entry(i, 0);
+        }
     }
     let column_sums = column_sums_fast(&s, &key_sum, &latest, &zeroed_entry);
     let redundancy = redundancy_from_column_sums(&column_sums, window);
@@ -172,100 +197,118 @@ pub fn redundancy_incremental<'a>(
         key_sum,
         keys,
         dim,
-        threshold,
     })
 }
 
 /// Column sums of `S` (zero diagonal) after each row zeroes `S[i][r(i)]`, in O(L d):
 /// `c_j = k̂_j . sum - ||k̂_j||^2 - (entries of the rows zeroing column j)`.
+///
+/// The dot products run in f32 against the key sum rounded to f32: their error (a few
+/// ulp of `|sum| <= L`) is of the order of the oracle's own, which adds `L` entries each
+/// rounded to f32, and shrinks by `1 / L` in the column means the softmax sees.
 fn column_sums_fast(
     s: &CosineRows<'_>,
     key_sum: &[f64],
-    latest: &[Option<usize>],
+    latest: &[u32],
     zeroed: &[f32],
 ) -> Vec<f64> {
     // ||k̂_j||^2 from the inverse norm: (||k|| / (||k|| + 1e-8))^2, where
     // ||k|| * inv = (1 / inv - 1e-8) * inv = 1 - 1e-8 * inv (no division).
-    let column = |j: usize, dot: f64| {
+    let column = |j: usize, dot: f32| {
         let inv = f64::from(s.inv_norm[j]);
         let self_sq = (1.0 - 1e-8 * inv).max(0.0).powi(2);
-        inv * dot - self_sq
+        inv * f64::from(dot) - self_sq
     };
+    let sum32: Vec<f32> = key_sum.iter().map(|&x| x as f32).collect();
     let len = s.len();
-    let mut sums = Vec::with_capacity(len);
+    let mut sums = vec![0.0f64; len];
     let quads = len - len % 4;
-    for j in (0..quads).step_by(4) {
+    for (j, out) in (0..quads).step_by(4).zip(sums.chunks_exact_mut(4)) {
         let rows: [&[f32]; 4] = std::array::from_fn(|k| s.row(j + k));
-        for (k, dot) in dot_mixed4(rows, key_sum).into_iter().enumerate() {
-            sums.push(column(j + k, dot));
+        for (k, (o, d)) in out.iter_mut().zip(dots(&sum32, rows)).enumerate() {
+            *o = column(j + k, d);
         }
     }
-    for j in quads..len {
-        sums.push(column(j, dot_mixed(s.row(j), key_sum)));
+    for (j, o) in sums.iter_mut().enumerate().skip(quads) {
+        *o = column(j, dot(&sum32, s.row(j)));
     }
+    // Runs of rows often zero the same column (the newest slot): sum each run in a
+    // register rather than through memory.
+    let mut run: Option<(usize, f64)> = None;
     for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
-        let j = zeroed_column(r);
-        if let Some(c) = sums.get_mut(j) {
-            if i != j {
-                *c -= f64::from(v);
-            }
+        // The zeroed column: r(i), or 0 for a row without a match.
+        let j = if r == NO_MATCH { 0 } else { r as usize };
+        if i == j || j >= len {
+            continue;
         }
+        run = match run {
+            Some((c, acc)) if c == j => Some((c, acc + f64::from(v))),
+            Some((c, acc)) => {
+                sums[c] -= acc;
+                Some((j, f64::from(v)))
+            }
+            None => Some((j, f64::from(v))),
+        };
+    }
+    if let Some((c, acc)) = run {
+        sums[c] -= acc;
     }
     sums
 }
 
 impl FastRedundancy<'_> {
-    /// Record the kept slots (ascending indices into this cache) in `state`: each kept
-    /// row's `r(i)` remapped to the new indices, re-searched among the kept slots below
-    /// it when `r(i)` itself was evicted; the key sum loses the evicted slots.
+    /// `r(i)` of every row over all `L` slots (`None`: no similar slot).
+    pub fn latest(&self) -> Vec<Option<usize>> {
+        self.latest.iter().map(|&r| from_u32(r)).collect()
+    }
+
+    /// Record the kept slots (strictly ascending indices into this cache) in `state`:
+    /// each kept row's `r(i)` remapped to the new indices; a row whose `r(i)` was evicted
+    /// is marked for a re-search below it (see the module notes); the key sum loses the
+    /// evicted slots.
     pub fn commit(&self, kept: &[usize], state: &mut HeadState) -> Result<(), PolicyError> {
-        let s = CosineRows {
-            keys: self.keys,
-            inv_norm: &self.inv_norm,
-            dim: self.dim,
-        };
         let len = self.latest.len();
         let mut new_index = vec![NO_MATCH; len];
+        let mut prev = None;
         for (a, &i) in kept.iter().enumerate() {
+            if prev.is_some_and(|p| p >= i) {
+                return Err(PolicyError::KeptNotAscending { slot: i });
+            }
+            prev = Some(i);
             let slot = new_index
                 .get_mut(i)
                 .ok_or(PolicyError::KeptOutOfRange { slot: i, len })?;
             *slot = a as u32;
         }
-        // Remap every kept row's r(i) without branching on whether it survived (that is
-        // data-dependent); the rows whose r(i) was evicted are re-searched afterwards.
         let mut latest = Vec::with_capacity(kept.len());
         let mut latest_entry = Vec::with_capacity(kept.len());
         let mut lost = Vec::new();
         for (a, &i) in kept.iter().enumerate() {
-            let (r, v) = match self.latest[i] {
-                None => (NO_MATCH, 0.0),
-                Some(j) => (new_index[j], self.zeroed_entry[i]),
+            let r = self.latest[i];
+            let m = if r == NO_MATCH {
+                NO_MATCH
+            } else {
+                new_index[r as usize]
             };
-            if r == NO_MATCH && self.latest[i].is_some() {
-                lost.push(a);
+            if m == NO_MATCH && r != NO_MATCH {
+                let below = kept.partition_point(|&x| x < r as usize);
+                lost.push((a as u32, below as u32));
             }
-            latest.push(r);
-            latest_entry.push(v);
-        }
-        for a in lost {
-            let i = kept[a];
-            let j = self.latest[i].unwrap_or(0);
-            // Kept slots below the evicted r(i), newest first.
-            let below = kept.partition_point(|&x| x < j);
-            let hit = s.latest_match(i, self.threshold, kept[..below].iter().rev().copied());
-            (latest[a], latest_entry[a]) = hit.map_or((NO_MATCH, 0.0), |(h, v)| (new_index[h], v));
+            latest.push(m);
+            latest_entry.push(self.zeroed_entry[i]);
         }
         let mut key_sum = self.key_sum.clone();
         for (e, &idx) in new_index.iter().enumerate() {
             if idx == NO_MATCH {
-                accumulate(&mut key_sum, s.row(e), self.inv_norm[e], -1.0);
+                let key = &self.keys[e * self.dim..(e + 1) * self.dim];
+                accumulate(&mut key_sum, key, self.inv_norm[e], -1.0);
             }
         }
         state.inv_norm = kept.iter().map(|&i| self.inv_norm[i]).collect();
         state.latest = latest;
         state.latest_entry = latest_entry;
         state.key_sum = key_sum;
+        state.lost = lost;
         Ok(())
     }
 }
@@ -287,7 +330,7 @@ mod tests {
         let keys = keys_with_copies();
         let fast = redundancy_incremental(&keys, 2, 0.5, 1, &HeadState::new()).unwrap();
         let oracle = redundancy_oracle(&keys, 2, 0.5, 1);
-        assert_eq!(fast.latest, oracle.latest);
+        assert_eq!(fast.latest(), oracle.latest);
         for (a, e) in fast.redundancy.iter().zip(&oracle.redundancy) {
             assert!((a - e).abs() < 1e-7);
         }
@@ -297,7 +340,7 @@ mod tests {
     fn evicted_latest_is_re_searched() {
         let keys = keys_with_copies();
         let fast = redundancy_incremental(&keys, 2, 0.5, 1, &HeadState::new()).unwrap();
-        assert_eq!(fast.latest[0], Some(5));
+        assert_eq!(fast.latest()[0], Some(5));
         let mut state = HeadState::new();
         // Evict slot 5 (a''): slot 0's latest becomes a' (old 2 -> new 1).
         let kept = [0, 2, 3, 4];
@@ -307,8 +350,11 @@ mod tests {
             .flat_map(|&i| keys[2 * i..2 * i + 2].to_vec())
             .collect();
         let oracle = redundancy_oracle(&kept_keys, 2, 0.5, 1);
-        assert_eq!(state.latest(), oracle.latest);
-        assert_eq!(state.latest()[0], Some(1));
+        assert_eq!(state.latest_resolved(&kept_keys, 2, 0.5), oracle.latest);
+        assert_eq!(state.latest_resolved(&kept_keys, 2, 0.5)[0], Some(1));
+        // The re-search is lazy: the next pass over the same cache completes it.
+        let again = redundancy_incremental(&kept_keys, 2, 0.5, 1, &state).unwrap();
+        assert_eq!(again.latest(), oracle.latest);
     }
 
     #[test]
@@ -320,8 +366,8 @@ mod tests {
         // Append b' and a'': rows 0, 1, 2 now match the new slots.
         let second = redundancy_incremental(&keys, 2, 0.5, 1, &state).unwrap();
         let oracle = redundancy_oracle(&keys, 2, 0.5, 1);
-        assert_eq!(second.latest, oracle.latest);
-        assert_eq!(second.latest[..3], [Some(5), Some(4), Some(5)]);
+        assert_eq!(second.latest(), oracle.latest);
+        assert_eq!(second.latest()[..3], [Some(5), Some(4), Some(5)]);
     }
 
     #[test]
@@ -332,6 +378,10 @@ mod tests {
         assert!(matches!(
             pass.commit(&[0, 9], &mut state),
             Err(PolicyError::KeptOutOfRange { .. })
+        ));
+        assert!(matches!(
+            pass.commit(&[0, 2, 2], &mut state),
+            Err(PolicyError::KeptNotAscending { slot: 2 })
         ));
         pass.commit(&[0, 1, 2, 3, 4, 5], &mut state).unwrap();
         let err = redundancy_incremental(&keys[..4], 2, 0.5, 1, &state).unwrap_err();
