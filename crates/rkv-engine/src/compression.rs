@@ -138,17 +138,16 @@ impl SeqCompression {
             .heads
             .par_iter_mut()
             .enumerate()
-            .map(|(i, state)| {
+            // One key buffer per worker, reused across heads (no allocation per head).
+            .map_init(Vec::new, |keys, (i, state)| {
                 let (layer, head) = (i / nkv, i % nkv);
-                let keys = if needs_keys {
-                    store_ref.read_keys(&blocks, layer, head, len)
-                } else {
-                    Vec::new()
-                };
+                if needs_keys {
+                    store_ref.read_keys_into(&blocks, layer, head, len, keys);
+                }
                 let obs = HeadObservation {
                     len,
                     head_dim: d,
-                    keys: &keys,
+                    keys,
                     group: g,
                     window: w,
                     window_logits: win.as_ref().map_or(&[][..], |x| &x.data[i][..]),

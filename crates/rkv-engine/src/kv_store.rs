@@ -204,13 +204,26 @@ impl KvStore {
 
     /// Keys of slots `0..len` of (layer, head) as f32: [len, head_dim].
     pub fn read_keys(&self, blocks: &[BlockId], layer: usize, head: usize, len: usize) -> Vec<f32> {
+        let mut out = Vec::new();
+        self.read_keys_into(blocks, layer, head, len, &mut out);
+        out
+    }
+
+    /// [`Self::read_keys`] into a reused buffer (resized to `[len, head_dim]`).
+    pub fn read_keys_into(
+        &self,
+        blocks: &[BlockId],
+        layer: usize,
+        head: usize,
+        len: usize,
+        out: &mut Vec<f32>,
+    ) {
         let (bs, d) = (self.layout.block_size, self.layout.head_dim);
-        let mut out = vec![0f32; len * d];
+        out.resize(len * d, 0.0);
         for (i, chunk) in out.chunks_mut(bs * d).enumerate() {
             let at = self.layout.elem_offset(blocks[i], layer, head, 0);
             self.keys.read(at, chunk);
         }
-        out
     }
 
     /// Moves the rows `keep` (ascending slot indices) of (layer, head) to slots
