@@ -25,6 +25,15 @@ fi
 run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 1024 --depths 4096,8000 --tokens 128 --repeat 3 --json
 run gen4096_rkv512 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
 run gen4096_snapkv512 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
+run event_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 1024 --depths 0 --tokens 2048 --repeat 3 --json
+run event_snapkv1024 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budget 1024 --depths 0 --tokens 2048 --repeat 3 --json
+# One compression event of one KV head in rkv-core (criterion; per-sample times copied here).
+cargo bench -p rkv-core --bench compress -- 'compress/(rkv_fast|snapkv)/B(256|1024|4096)_'
+rm -rf "$OUT/compress" && mkdir -p "$OUT/compress"
+for f in "${CARGO_TARGET_DIR:-target}"/criterion/compress/{rkv_fast,snapkv}/B*/new/sample.json; do
+  id=$(basename "$(dirname "$(dirname "$f")")"); pol=$(basename "$(dirname "$(dirname "$(dirname "$f")")")")
+  cp "$f" "$OUT/compress/${pol}_${id}.json"
+done
 run fidelity $RKV eval fidelity --threads 2 --traces ../shared/data/traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl \
   --limit 10 --max-tokens 2000 --budgets 128,256,512 --policies rkv,snapkv,h2o,streamingllm --json --plot BENCHMARKS-fidelity.svg
 lscpu | grep -E "Model name|^CPU\(s\)" > "$OUT/machine.txt"

@@ -30,6 +30,29 @@ def fmt(d):
     return f"{d['median']:.1f} ({d['min']:.1f}-{d['max']:.1f})"
 
 
+def fmt2(d):
+    return f"{d['median']:.2f} ({d['min']:.2f}-{d['max']:.2f})"
+
+
+def criterion_compress():
+    """Per-iteration times (us) of criterion's samples, copied by bench.sh to bench/results/compress/."""
+    folder = os.path.join(RES, "compress")
+    out = {}
+    if not os.path.isdir(folder):
+        return out
+    for name in sorted(os.listdir(folder)):
+        m = re.match(r"(rkv_fast|snapkv)_B(\d+)_d(\d+)\.json$", name)
+        if not m:
+            continue
+        with open(os.path.join(folder, name)) as f:
+            s = json.load(f)
+        per = sorted(t / i / 1000.0 for t, i in zip(s["times"], s["iters"]))
+        n = len(per)
+        med = per[n // 2] if n % 2 else (per[n // 2 - 1] + per[n // 2]) / 2
+        out.setdefault((int(m.group(2)), int(m.group(3))), {})[m.group(1)] = {"median": med, "min": per[0], "max": per[-1]}
+    return out
+
+
 def llamacpp():
     out = {}
     for line in text("llamacpp.txt").splitlines():
@@ -106,12 +129,44 @@ def main():
         out += ["## A 4096-token generation (budget 512 for the compressing policies)", ""]
         for n, c, _ in gens:
             out.append(f"- `{c}`")
-        out += ["", "| run | decode tok/s | KV bytes peak |", "|---|---|---|"]
+        out += ["", "Decode time includes every compression (the step that compresses is charged for it).", "",
+                "| run | decode tok/s | KV bytes peak | compressions | ms per compression event |", "|---|---|---|---|---|"]
         for n, c, r in gens:
-            out.append(f"| {n} | {fmt(r['decode_tokens_per_s'])} | {r['kv_bytes_peak']} |")
+            ev = r.get("compress_ms_per_event")
+            out.append(f"| {n} | {fmt(r['decode_tokens_per_s'])} | {r['kv_bytes_peak']} | {r.get('compressions', '-')} | "
+                       f"{fmt2(ev) if ev else '-'} |")
         med = {n: r["decode_tokens_per_s"]["median"] for n, _, r in gens}
         if "gen4096_rkv512" in med and "gen4096_snapkv512" in med:
             out += ["", f"R-KV / SnapKV decode speed: {med['gen4096_rkv512'] / med['gen4096_snapkv512']:.2f}."]
+        out.append("")
+
+    events = [(n, *load(n)) for n in ("event_rkv1024", "event_snapkv1024")]
+    events = [(n, c, rows[0]) for n, c, rows in events if rows and rows[0].get("compress_ms_per_event")]
+    if len(events) == 2:
+        out += ["## One compression event in the engine (budget 1024)", "",
+                "Wall time of one compression of the whole sequence (30 layers x 3 KV heads of the default model, "
+                "scored on 2 threads, then compacted), mean per event of each 2048-token generation, median "
+                "(min-max) over the repeats:", ""]
+        for n, c, _ in events:
+            out.append(f"- `{c}`")
+        out += ["", "| policy | compressions | ms per event |", "|---|---|---|"]
+        for n, c, r in events:
+            out.append(f"| {n.split('_')[1].replace('1024', '')} | {r['compressions']} | {fmt2(r['compress_ms_per_event'])} |")
+        rk, sn = events[0][2]["compress_ms_per_event"], events[1][2]["compress_ms_per_event"]
+        out += ["", f"R-KV / SnapKV, one event: {rk['median'] / sn['median']:.2f}.", ""]
+
+    core = criterion_compress()
+    if core:
+        out += ["## One compression event of one KV head in rkv-core (criterion)", "",
+                "`cargo bench -p rkv-core --bench compress` (buffer 128, window 8, GQA group 4; R-KV in steady state: "
+                "the head state has seen a previous compression). Synthetic clustered keys "
+                "(`crates/rkv-core/benches/support/mod.rs`), microseconds per event, median (min-max) of "
+                "criterion's samples:", "",
+                "| budget | head_dim | R-KV (fast) us | SnapKV us | R-KV / SnapKV |", "|---|---|---|---|---|"]
+        for (b, d), v in sorted(core.items()):
+            if "rkv_fast" in v and "snapkv" in v:
+                out.append(f"| {b} | {d} | {fmt(v['rkv_fast'])} | {fmt(v['snapkv'])} | "
+                           f"{v['rkv_fast']['median'] / v['snapkv']['median']:.2f} |")
         out.append("")
 
     cmd_f, fid = load("fidelity")
@@ -159,7 +214,7 @@ def readme_section(out, machine, date):
     keep = []
     take = False
     for line in out:
-        if line.startswith("## Single-stream decode") or line.startswith("## Bounded cache") or line.startswith("## A 4096-token"):
+        if line.startswith(("## Single-stream decode", "## Bounded cache", "## A 4096-token", "## One compression event")):
             take = True
             keep.append("#" + line)
             continue
