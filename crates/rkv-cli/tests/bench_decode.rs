@@ -1,0 +1,54 @@
+//! `rkv bench decode` on the default model: the JSON row carries decode speed and, for a
+//! compressing policy, the number of compressions and the time of one event.
+
+mod common;
+
+use common::{default_model, rkv};
+
+#[test]
+fn bench_decode_reports_compression_events() {
+    let model = default_model();
+    let model = model.to_str().expect("utf-8 path");
+    let (code, out, err) = rkv(&[
+        "bench",
+        "decode",
+        "--model",
+        model,
+        "--kv-policy",
+        "rkv",
+        "--kv-budget",
+        "64",
+        "--kv-buffer",
+        "16",
+        "--depths",
+        "0",
+        "--tokens",
+        "100",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let row: serde_json::Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
+    // 101 slots after the last token: first compression at 80, then every 16.
+    assert_eq!(row["compressions"], 2, "{row}");
+    let ev = &row["compress_ms_per_event"];
+    let (med, min, max) = (
+        ev["median"].as_f64().unwrap_or(-1.0),
+        ev["min"].as_f64().unwrap_or(-1.0),
+        ev["max"].as_f64().unwrap_or(-1.0),
+    );
+    assert!(min > 0.0 && min <= med && med <= max, "{row}");
+    assert!(row["decode_tokens_per_s"]["median"].as_f64().unwrap_or(0.0) > 0.0);
+    // FullKV never compresses: no event time.
+    let (code, out, err) = rkv(&[
+        "bench", "decode", "--model", model, "--depths", "0", "--tokens", "8", "--repeat", "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let row: serde_json::Value =
+        serde_json::from_str(out.lines().next().unwrap_or_default()).expect("JSON");
+    assert_eq!(row["compressions"], 0, "{row}");
+    assert!(row["compress_ms_per_event"].is_null(), "{row}");
+}
