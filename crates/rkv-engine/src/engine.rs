@@ -207,7 +207,8 @@ impl Engine {
     pub fn step(&mut self) -> Result<Vec<TokenEvent>> {
         let t0 = Instant::now();
         let shape = self.model.attention_shape();
-        let mut feeds: Vec<(usize, Vec<u32>)> = Vec::new(); // (seq index, tokens)
+        // (seq index, tokens, whether it decodes rather than prefills)
+        let mut feeds: Vec<(usize, Vec<u32>, bool)> = Vec::new();
         let mut budget = self.cfg.max_batch_tokens;
         for (i, s) in self.seqs.iter().enumerate() {
             if budget == 0 {
@@ -215,20 +216,19 @@ impl Engine {
             }
             let toks = self.next_feed(s, budget);
             budget = budget.saturating_sub(toks.len());
-            feeds.push((i, toks));
+            feeds.push((i, toks, s.pending.is_some()));
         }
         // Reserve memory for every feed first: all or nothing per sequence.
         let mut segments = Vec::with_capacity(feeds.len());
         let mut tokens = Vec::new();
         let mut positions = Vec::new();
         let mut logit_rows = Vec::new();
-        for (i, toks) in &feeds {
+        for (i, toks, decode) in &feeds {
             let s = &mut self.seqs[*i];
             let len_before = s.table.len();
             self.store.reserve(&mut s.table, toks.len())?;
             let start_pos = s.next_position();
-            let final_append =
-                s.pending.is_some() || s.prefilled + toks.len() == s.req.prompt.len();
+            let final_append = *decode || s.prefilled + toks.len() == s.req.prompt.len();
             let capture = s
                 .compression
                 .capture_for_step(len_before, toks.len(), final_append);
@@ -263,15 +263,13 @@ impl Engine {
         let vocab = self.model.config().vocab_size;
         let mut events = Vec::new();
         let mut row = 0;
-        let mut was_decode = Vec::with_capacity(feeds.len());
-        for ((i, toks), seg) in feeds.iter().zip(segments) {
+        for ((i, toks, decode), seg) in feeds.iter().zip(segments) {
             let s = &mut self.seqs[*i];
             if let Some((_, win)) = seg.capture {
                 s.compression.return_window(win);
             }
             s.compression.h2o = seg.accumulate;
-            was_decode.push(s.pending.is_some());
-            if s.pending.is_some() {
+            if *decode {
                 s.pending = None;
             } else {
                 s.prefilled += toks.len();
@@ -297,9 +295,9 @@ impl Engine {
         // Every sequence in the step waited for the whole step (forward, every
         // compression, sampling): that is its latency for these tokens.
         let elapsed = t0.elapsed().as_secs_f64();
-        for ((i, _), decode) in feeds.iter().zip(was_decode) {
+        for (i, _, decode) in &feeds {
             let st = &mut self.seqs[*i].stats;
-            if decode {
+            if *decode {
                 st.decode_seconds += elapsed;
             } else {
                 st.prefill_seconds += elapsed;

@@ -202,14 +202,8 @@ impl KvStore {
             .pos_offset(blocks[slot / bs], layer, head, slot % bs)]
     }
 
-    /// Keys of slots `0..len` of (layer, head) as f32: [len, head_dim].
-    pub fn read_keys(&self, blocks: &[BlockId], layer: usize, head: usize, len: usize) -> Vec<f32> {
-        let mut out = Vec::new();
-        self.read_keys_into(blocks, layer, head, len, &mut out);
-        out
-    }
-
-    /// [`Self::read_keys`] into a reused buffer (resized to `[len, head_dim]`).
+    /// Keys of slots `0..len` of (layer, head) as f32 into `out` (resized to
+    /// `[len, head_dim]`, so one buffer serves many heads).
     pub fn read_keys_into(
         &self,
         blocks: &[BlockId],
@@ -268,6 +262,18 @@ mod tests {
         KvStore::new(layout, dtype, 6)
     }
 
+    fn read_keys(
+        s: &KvStore,
+        blocks: &[BlockId],
+        layer: usize,
+        head: usize,
+        len: usize,
+    ) -> Vec<f32> {
+        let mut out = Vec::new();
+        s.read_keys_into(blocks, layer, head, len, &mut out);
+        out
+    }
+
     #[test]
     fn write_read_and_compact_keep_rows_and_positions() {
         for dtype in [KvDtype::F16, KvDtype::F32] {
@@ -280,10 +286,10 @@ mod tests {
                 let v = [-(slot as f32); 4];
                 s.write_slot(&blocks, 1, 1, slot, 100 + slot as u32, &k, &v);
             }
-            let keys = s.read_keys(&blocks, 1, 1, 7);
+            let keys = read_keys(&s, &blocks, 1, 1, 7);
             assert_eq!(keys[4 * 5], 5.0);
             s.compact(&blocks, 1, 1, &[0, 2, 5, 6]);
-            let keys = s.read_keys(&blocks, 1, 1, 4);
+            let keys = read_keys(&s, &blocks, 1, 1, 4);
             let firsts: Vec<f32> = keys.chunks(4).map(|r| r[0]).collect();
             assert_eq!(firsts, vec![0.0, 2.0, 5.0, 6.0]);
             let pos: Vec<u32> = (0..4).map(|i| s.position(&blocks, 1, 1, i)).collect();
@@ -292,7 +298,7 @@ mod tests {
             assert_eq!(t.blocks().len(), 2);
             assert_eq!(s.pool().n_free(), 4);
             // Other (layer, head) runs are untouched.
-            assert_eq!(s.read_keys(&blocks, 0, 1, 1)[0], 0.0);
+            assert_eq!(read_keys(&s, &blocks, 0, 1, 1)[0], 0.0);
         }
     }
 

@@ -5,8 +5,8 @@
 //! `S[i][j] = (k_i . k_j) * (inv_i * inv_j)` (the cosine of the normalised keys, computed
 //! without materialising them), with one fixed summation order. The oracle and the
 //! incremental path both call these, so every threshold decision `S[i][j] > threshold`
-//! is bit-identical between them and `S[i][j] == S[j][i]` exactly. Also the lane-parallel
-//! f64 dot products the column sums use.
+//! is bit-identical between them and `S[i][j] == S[j][i]` exactly. The column sums
+//! reuse [`dots`] against the key sum.
 //!
 //! Must not know: thresholds, column sums, selection, the schedule.
 
@@ -242,67 +242,6 @@ mod avx512 {
         out
     }
 
-    /// [`super::dot_mixed`]: four registers of 8 f64 partial sums, then the tail.
-    ///
-    /// # Safety
-    /// The target must have AVX-512F and `a` and `b` must have the same length.
-    #[inline]
-    pub(super) unsafe fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
-        let n = a.len();
-        let full = n - n % 32;
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc = [_mm512_setzero_pd(); 4];
-        let mut c = 0;
-        while c < full {
-            for (q, acc) in acc.iter_mut().enumerate() {
-                let va = _mm512_cvtps_pd(_mm256_loadu_ps(pa.add(c + 8 * q)));
-                *acc = _mm512_fmadd_pd(va, _mm512_loadu_pd(pb.add(c + 8 * q)), *acc);
-            }
-            c += 32;
-        }
-        let tail: f64 = a[full..]
-            .iter()
-            .zip(&b[full..])
-            .map(|(&x, &y)| f64::from(x) * y)
-            .sum();
-        let s = _mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3]));
-        _mm512_reduce_add_pd(s) + tail
-    }
-
-    /// [`super::dot_mixed4`]: two registers of 8 f64 partial sums per row, then the tail.
-    ///
-    /// # Safety
-    /// The target must have AVX-512F and all five slices must have the same length.
-    #[inline]
-    pub(super) unsafe fn dot_mixed4(a: [&[f32]; 4], b: &[f64]) -> [f64; 4] {
-        let n = b.len();
-        let full = n - n % 16;
-        let pa = a.map(<[f32]>::as_ptr);
-        let pb = b.as_ptr();
-        let mut acc = [[_mm512_setzero_pd(); 2]; 4];
-        let mut c = 0;
-        while c < full {
-            let vb = [_mm512_loadu_pd(pb.add(c)), _mm512_loadu_pd(pb.add(c + 8))];
-            for (acc, p) in acc.iter_mut().zip(&pa) {
-                for (h, (acc, vb)) in acc.iter_mut().zip(&vb).enumerate() {
-                    let va = _mm512_cvtps_pd(_mm256_loadu_ps(p.add(c + 8 * h)));
-                    *acc = _mm512_fmadd_pd(va, *vb, *acc);
-                }
-            }
-            c += 16;
-        }
-        let mut out = [0.0f64; 4];
-        for r in 0..4 {
-            let tail: f64 = a[r][full..]
-                .iter()
-                .zip(&b[full..])
-                .map(|(&x, &y)| f64::from(x) * y)
-                .sum();
-            out[r] = _mm512_reduce_add_pd(_mm512_add_pd(acc[r][0], acc[r][1])) + tail;
-        }
-        out
-    }
-
     /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
     #[inline(always)]
     unsafe fn reduce(x: __m512) -> f32 {
@@ -344,81 +283,6 @@ pub fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
         .map(|(&x, &y)| f64::from(x) * f64::from(y))
         .sum();
     acc.iter().sum::<f64>() + tail
-}
-
-/// `a * b + c` in f64: fused where the target has FMA.
-#[inline(always)]
-fn madd_f64(a: f64, b: f64, c: f64) -> f64 {
-    #[cfg(target_feature = "fma")]
-    {
-        a.mul_add(b, c)
-    }
-    #[cfg(not(target_feature = "fma"))]
-    {
-        a * b + c
-    }
-}
-
-/// Dot product of an f32 vector with an f64 vector, in f64 with `4 * LANES_F64`
-/// independent partial sums (so the loop is bound by throughput, not add latency).
-#[inline]
-pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
-    let n = a.len().min(b.len());
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    {
-        // SAFETY: the target has AVX-512F; both slices have length `n`.
-        unsafe { avx512::dot_mixed(&a[..n], &b[..n]) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
-    {
-        dot_mixed_portable(&a[..n], &b[..n])
-    }
-}
-
-/// [`dot_mixed`] of four f32 vectors with one f64 vector (each loaded once for all four).
-#[inline]
-pub fn dot_mixed4(a: [&[f32]; 4], b: &[f64]) -> [f64; 4] {
-    let n = a.iter().map(|r| r.len()).fold(b.len(), usize::min);
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    {
-        // SAFETY: the target has AVX-512F; every slice is cut to length `n`.
-        unsafe { avx512::dot_mixed4(a.map(|r| &r[..n]), &b[..n]) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
-    {
-        a.map(|r| dot_mixed(r, b))
-    }
-}
-
-/// [`dot_mixed`] in plain Rust.
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
-    allow(dead_code)
-)]
-#[inline]
-fn dot_mixed_portable(a: &[f32], b: &[f64]) -> f64 {
-    const WIDE: usize = 4 * LANES_F64;
-    let mut acc = [0.0f64; WIDE];
-    let chunks_a = a.chunks_exact(WIDE);
-    let chunks_b = b.chunks_exact(WIDE);
-    let (rest_a, rest_b) = (chunks_a.remainder(), chunks_b.remainder());
-    for (ca, cb) in chunks_a.zip(chunks_b) {
-        for l in 0..WIDE {
-            acc[l] = madd_f64(f64::from(ca[l]), cb[l], acc[l]);
-        }
-    }
-    for (l, (&x, &y)) in rest_a.iter().zip(rest_b).enumerate() {
-        acc[l] = madd_f64(f64::from(x), y, acc[l]);
-    }
-    // A tree, not a chain of dependent adds.
-    let mut width = WIDE / 2;
-    while width > 0 {
-        for l in 0..width {
-            acc[l] += acc[l + width];
-        }
-        width /= 2;
-    }
-    acc[0]
 }
 
 /// The keys of one head with their inverse norms: the entry function `S[i][j]`.
@@ -484,7 +348,7 @@ impl CosineRows<'_> {
     /// [`Self::latest_match`] of many rows against one candidate range: for each row `i` of
     /// `rows`, the largest `j` of `candidates` with `S[i][j] > threshold` is written to
     /// `latest[i]`, its entry to `entry[i]`; rows without a match are left untouched.
-    /// Returns how many rows matched. The entries of all still unresolved rows against a
+    /// The entries of all still unresolved rows against a
     /// block of candidates are computed in one branch-free sweep, then the rows are
     /// resolved; the decisions are those of one [`Self::entry`] at a time.
     pub fn latest_matches(
@@ -494,10 +358,9 @@ impl CosineRows<'_> {
         candidates: Range<usize>,
         latest: &mut [u32],
         entry: &mut [f32],
-    ) -> usize {
+    ) {
         let end = rows.end.min(latest.len()).min(entry.len());
         let mut pending: Vec<usize> = (rows.start..end).collect();
-        let total = pending.len();
         let mut buf = vec![[0.0f32; BLOCK]; pending.len()];
         let mut out = Resolved {
             latest,
@@ -520,17 +383,15 @@ impl CosineRows<'_> {
                 self.match_block(js, &mut pending, &mut buf, &mut out);
                 at += BLOCK;
             } else {
-                let mut left = 0;
                 for &i in &pending {
-                    match self.latest_match(i, threshold, (candidates.start..top - at).rev()) {
-                        Some((j, v)) => out.set(i, j, v),
-                        None => left += 1,
+                    let rest = (candidates.start..top - at).rev();
+                    if let Some((j, v)) = self.latest_match(i, threshold, rest) {
+                        out.set(i, j, v);
                     }
                 }
-                return total - left;
+                return;
             }
         }
-        total
     }
 
     /// One step of [`Self::latest_matches`]: the entries of every pending row against the
@@ -691,23 +552,6 @@ mod tests {
         assert_eq!(dot(&a, &b).to_bits(), dot(&b, &a).to_bits());
         assert!((f64::from(dot(&a, &b)) - exact).abs() < 1e-5);
         assert!((dot_f64(&a, &b) - exact).abs() < 1e-12);
-        let b64: Vec<f64> = b.iter().map(|&x| f64::from(x)).collect();
-        assert!((dot_mixed(&a, &b64) - exact).abs() < 1e-12);
-        for n in [0usize, 5, 16, 19, 40, 64] {
-            let rows: Vec<Vec<f32>> = (0..4)
-                .map(|k| (0..n).map(|i| ((i * 3 + k) as f32 * 0.21).sin()).collect())
-                .collect();
-            let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.13).cos()).collect();
-            let got = dot_mixed4(std::array::from_fn(|k| rows[k].as_slice()), &v);
-            for k in 0..4 {
-                let e: f64 = rows[k]
-                    .iter()
-                    .zip(&v)
-                    .map(|(&x, &y)| f64::from(x) * y)
-                    .sum();
-                assert!((got[k] - e).abs() < 1e-12, "n {n} row {k}");
-            }
-        }
     }
 
     #[test]

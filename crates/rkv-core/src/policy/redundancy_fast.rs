@@ -26,7 +26,7 @@
 //! `i < kept.len()`, with bit-identical keys, and newer slots follow.
 
 use super::cosine::{dot, dots, inv_norms, CosineRows};
-use super::redundancy::redundancy_from_column_sums;
+use super::redundancy::{redundancy_from_column_sums, zeroed_column};
 use super::PolicyError;
 
 /// Marks "no similar slot" (or "evicted, re-search pending") in [`HeadState`].
@@ -76,18 +76,36 @@ impl HeadState {
             inv_norm: &self.inv_norm,
             dim,
         };
-        let mut latest: Vec<Option<usize>> = self.latest.iter().map(|&r| from_u32(r)).collect();
-        for &(row, below) in &self.lost {
-            let hit = s.latest_match(row as usize, threshold, (0..below as usize).rev());
-            latest[row as usize] = hit.map(|(j, _)| j);
-        }
-        latest
+        let mut latest = self.latest.clone();
+        let mut entry = self.latest_entry.clone();
+        research_lost(&s, threshold, &self.lost, &mut latest, &mut entry);
+        latest.iter().map(|&r| from_u32(r)).collect()
     }
 }
 
 #[inline]
 fn from_u32(r: u32) -> Option<usize> {
     (r != NO_MATCH).then_some(r as usize)
+}
+
+/// The deferred re-search: each `(row, below)` of `lost` still without a match (no new
+/// slot matched it) takes the latest match among slots `0..below`.
+fn research_lost(
+    s: &CosineRows<'_>,
+    threshold: f32,
+    lost: &[(u32, u32)],
+    latest: &mut [u32],
+    entry: &mut [f32],
+) {
+    for &(row, below) in lost {
+        let i = row as usize;
+        if latest[i] == NO_MATCH {
+            if let Some((j, v)) = s.latest_match(i, threshold, (0..below as usize).rev()) {
+                latest[i] = j as u32;
+                entry[i] = v;
+            }
+        }
+    }
 }
 
 /// One incremental redundancy computation, ready to be committed once the kept set is
@@ -169,16 +187,7 @@ pub fn redundancy_incremental<'a>(
     zeroed_entry.resize(len, 0.0);
     // Old rows: a match among the new slots (descending) beats the stored one.
     s.latest_matches(0..old, threshold, old..len, &mut latest, &mut zeroed_entry);
-    // Rows whose r(i) was evicted and no new slot matched: below the evicted one.
-    for &(row, below) in &state.lost {
-        let i = row as usize;
-        if latest[i] == NO_MATCH {
-            if let Some((j, v)) = s.latest_match(i, threshold, (0..below as usize).rev()) {
-                latest[i] = j as u32;
-                zeroed_entry[i] = v;
-            }
-        }
-    }
+    research_lost(&s, threshold, &state.lost, &mut latest, &mut zeroed_entry);
     // New rows: search everything, newest first.
     s.latest_matches(old..len, threshold, 0..len, &mut latest, &mut zeroed_entry);
     // Rows without a match zero S[i][0] (the reference's quirk).
@@ -232,26 +241,13 @@ fn column_sums_fast(
     for (j, o) in sums.iter_mut().enumerate().skip(quads) {
         *o = column(j, dot(&sum32, s.row(j)));
     }
-    // Runs of rows often zero the same column (the newest slot): sum each run in a
-    // register rather than through memory.
-    let mut run: Option<(usize, f64)> = None;
     for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
-        // The zeroed column: r(i), or 0 for a row without a match.
-        let j = if r == NO_MATCH { 0 } else { r as usize };
-        if i == j || j >= len {
-            continue;
-        }
-        run = match run {
-            Some((c, acc)) if c == j => Some((c, acc + f64::from(v))),
-            Some((c, acc)) => {
-                sums[c] -= acc;
-                Some((j, f64::from(v)))
+        let j = zeroed_column(from_u32(r));
+        if i != j {
+            if let Some(c) = sums.get_mut(j) {
+                *c -= f64::from(v);
             }
-            None => Some((j, f64::from(v))),
-        };
-    }
-    if let Some((c, acc)) = run {
-        sums[c] -= acc;
+        }
     }
     sums
 }
