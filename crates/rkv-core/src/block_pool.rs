@@ -147,11 +147,9 @@ impl BlockTable {
     /// Grows the table so that `extra` more slots fit, taking blocks from `pool`.
     /// All or nothing: on error the table and the pool are unchanged.
     pub fn grow(&mut self, pool: &mut BlockPool, extra: usize) -> Result<(), PoolError> {
-        let new_len = self.len + extra;
-        let need = pool.blocks_for(new_len).saturating_sub(self.blocks.len());
-        let ids = pool.allocate(need)?;
+        let ids = pool.allocate(self.blocks_needed(pool, extra))?;
         self.blocks.extend(ids);
-        self.len = new_len;
+        self.len += extra;
         Ok(())
     }
 

@@ -28,7 +28,7 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    /// Every policy, in the order of [`PolicyKind::NAMES`].
+    /// Every policy (their [`PolicyKind::name`]s are the accepted names).
     pub const ALL: [PolicyKind; 5] = [
         PolicyKind::Full,
         PolicyKind::RKv,
@@ -36,9 +36,6 @@ impl PolicyKind {
         PolicyKind::H2o,
         PolicyKind::StreamingLlm,
     ];
-    /// The accepted names, as `FromStr` parses and `Display` prints them.
-    pub const NAMES: [&'static str; 5] = ["full", "rkv", "snapkv", "h2o", "streamingllm"];
-
     /// The canonical lowercase name.
     pub fn name(self) -> &'static str {
         match self {
@@ -77,7 +74,7 @@ impl FromStr for PolicyKind {
             .find(|p| p.name() == wanted)
             .ok_or_else(|| ConfigError::UnknownPolicy {
                 name: s.to_string(),
-                valid: PolicyKind::NAMES.join(", "),
+                valid: PolicyKind::ALL.map(PolicyKind::name).join(", "),
             })
     }
 }
@@ -179,6 +176,16 @@ impl CompressionConfig {
         }
     }
 
+    /// [`Self::validate`] for a compressing policy; FullKV never reads the other fields,
+    /// so any values pass.
+    pub fn validate_if_compressing(&self) -> Result<(), ConfigError> {
+        if self.policy == PolicyKind::Full {
+            Ok(())
+        } else {
+            self.validate()
+        }
+    }
+
     /// Check every field; the error names the first bad one.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.window == 0 {
@@ -270,7 +277,7 @@ mod tests {
     fn unknown_name_lists_valid_names() {
         let err = "r-kv".parse::<PolicyKind>().unwrap_err();
         let msg = err.to_string();
-        for name in PolicyKind::NAMES {
+        for name in PolicyKind::ALL.map(PolicyKind::name) {
             assert!(msg.contains(name), "{msg}");
         }
         assert!(msg.contains("r-kv"));

@@ -6,7 +6,7 @@
 //! those probabilities (every decoding step, from the query heads of the group), keys,
 //! the schedule.
 
-use super::select::top_k;
+use super::select::top_k_plus_window;
 
 /// Kept slots, ascending. `accumulated`: `[len]` attention probability mass each slot has
 /// received since it entered the cache. Ties go to the lower (older) index.
@@ -16,11 +16,11 @@ pub fn h2o_keep(accumulated: &[f32], budget: usize) -> Vec<usize> {
         return (0..len).collect();
     }
     let recent = budget / 2;
-    let n = len - recent;
-    let scores: Vec<f64> = accumulated[..n].iter().map(|&x| f64::from(x)).collect();
-    let mut kept = top_k(&scores, budget - recent);
-    kept.extend(n..len);
-    kept
+    let scores: Vec<f64> = accumulated[..len - recent]
+        .iter()
+        .map(|&x| f64::from(x))
+        .collect();
+    top_k_plus_window(&scores, budget, recent)
 }
 
 #[cfg(test)]

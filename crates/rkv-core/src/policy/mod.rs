@@ -162,6 +162,16 @@ pub fn score_head<'a>(
     path: RedundancyPath,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     validate_observation(cfg, obs)?;
+    score_validated(cfg, obs, state, path)
+}
+
+/// [`score_head`] of an observation [`validate_observation`] has accepted.
+fn score_validated<'a>(
+    cfg: &CompressionConfig,
+    obs: &HeadObservation<'a>,
+    state: &HeadState,
+    path: RedundancyPath,
+) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     let n = obs.len.saturating_sub(obs.window);
     let importance =
         importance::importance(obs.window_logits, obs.group, obs.window, n, cfg.kernel);
@@ -225,7 +235,7 @@ pub fn select_keep_with(
     path: RedundancyPath,
 ) -> Result<Vec<usize>, PolicyError> {
     validate_observation(cfg, obs)?;
-    if cfg.policy == PolicyKind::Full || obs.len < cfg.budget {
+    if obs.len < cfg.budget {
         return Ok((0..obs.len).collect());
     }
     match cfg.policy {
@@ -233,7 +243,7 @@ pub fn select_keep_with(
         PolicyKind::StreamingLlm => Ok(streaming::streaming_keep(obs.len, cfg.budget, cfg.sinks)),
         PolicyKind::H2o => Ok(h2o::h2o_keep(obs.h2o_scores, cfg.budget)),
         PolicyKind::RKv | PolicyKind::SnapKv => {
-            let (scores, pass) = score_head(cfg, obs, state, path)?;
+            let (scores, pass) = score_validated(cfg, obs, state, path)?;
             let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
             if let Some(pass) = pass {
                 pass.commit(&kept, state)?;
