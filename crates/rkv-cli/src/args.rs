@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_engine::{KvDtype, SamplingParams};
+use rkv_engine::{EngineConfig, KvDtype, SamplingParams};
 use rkv_model::{LoadedModel, WeightMode};
 
 use crate::fetch;
@@ -92,21 +92,16 @@ impl PolicyTuning {
             threshold: self.rkv_threshold,
             ..CompressionConfig::default()
         };
-        if policy != PolicyKind::Full {
-            cfg.validate()
-                .map_err(|e| anyhow::anyhow!("{policy} at budget {budget}: {e}"))?;
-        }
+        cfg.validate_if_compressing()
+            .map_err(|e| anyhow::anyhow!("{policy} at budget {budget}: {e}"))?;
         Ok(cfg)
     }
 }
 
 impl KvArgs {
     pub fn kv_dtype(&self) -> KvDtype {
-        if self.kv_dtype == "f32" {
-            KvDtype::F32
-        } else {
-            KvDtype::F16
-        }
+        // clap accepts only f16 and f32.
+        KvDtype::parse(&self.kv_dtype).unwrap_or(KvDtype::F16)
     }
 
     pub fn compression(&self) -> Result<CompressionConfig> {
@@ -149,4 +144,22 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// An engine configuration with room for one sequence of up to `max_slots` resident slots
+/// (plus one spare block).
+pub fn engine_config(
+    kv_dtype: KvDtype,
+    compression: CompressionConfig,
+    max_slots: usize,
+) -> EngineConfig {
+    let cfg = EngineConfig {
+        kv_dtype,
+        compression,
+        ..EngineConfig::default()
+    };
+    EngineConfig {
+        kv_blocks: max_slots.div_ceil(cfg.block_size) + 1,
+        ..cfg
+    }
 }

@@ -3,10 +3,10 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use rkv_engine::{Engine, EngineConfig, GenerationRequest, SamplingParams};
+use rkv_engine::{Engine, GenerationRequest, SamplingParams};
 use serde_json::json;
 
-use crate::args::{peak_rss_bytes, KvArgs, ModelArgs};
+use crate::args::{engine_config, peak_rss_bytes, KvArgs, ModelArgs};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
@@ -80,14 +80,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
             || crate::fetch::DEFAULT_MODEL_FILE.to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-    let mut cfg = EngineConfig {
-        kv_dtype: a.kv.kv_dtype(),
-        compression,
-        ..EngineConfig::default()
-    };
-    cfg.kv_blocks = (max_depth + 1 + a.tokens).div_ceil(cfg.block_size) + 1;
+    let cfg = engine_config(a.kv.kv_dtype(), compression, max_depth + 1 + a.tokens);
     let mut engine = Engine::new(model, cfg)?;
-    let mut rows = Vec::new();
     for &depth in &a.depths {
         let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();
         let mut tps = Vec::with_capacity(a.repeat);
@@ -142,7 +136,6 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 );
             }
         }
-        rows.push(row);
     }
     if !a.json {
         if let Some(rss) = peak_rss_bytes() {

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use rkv_engine::{Engine, EngineConfig, GenerationOutput, GenerationRequest};
+use rkv_engine::{Engine, GenerationOutput, GenerationRequest};
 use rkv_model::chat_template::ChatMessage;
 use serde_json::json;
 
-use crate::args::{KvArgs, ModelArgs, SamplingArgs};
+use crate::args::{engine_config, KvArgs, ModelArgs, SamplingArgs};
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -80,12 +80,11 @@ pub fn run(a: GenerateArgs) -> Result<()> {
             req.max_tokens
         );
     }
-    let mut cfg = EngineConfig {
-        kv_dtype: a.kv.kv_dtype(),
+    let cfg = engine_config(
+        a.kv.kv_dtype(),
         compression,
-        ..EngineConfig::default()
-    };
-    cfg.kv_blocks = (req.prompt.len() + req.max_tokens).div_ceil(cfg.block_size) + 1;
+        req.prompt.len() + req.max_tokens,
+    );
     let mut engine = Engine::new(model, cfg)?;
     let json = a.json;
     let mut stdout = std::io::stdout().lock();

@@ -12,11 +12,11 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_engine::{Engine, EngineConfig, KvDtype};
+use rkv_engine::{Engine, KvDtype};
 use rkv_model::chat_template::ChatMessage;
 use serde::Serialize;
 
-use crate::args::{ModelArgs, PolicyTuning};
+use crate::args::{engine_config, ModelArgs, PolicyTuning};
 
 #[derive(Args, Debug)]
 pub struct FidelityArgs {
@@ -132,11 +132,7 @@ pub fn run(a: FidelityArgs) -> Result<()> {
     let traces = read_traces(&a.traces, a.limit)?;
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;
-    let mut cfg = EngineConfig {
-        kv_dtype: KvDtype::F16,
-        ..EngineConfig::default()
-    };
-    cfg.kv_blocks = ctx.div_ceil(cfg.block_size) + 1;
+    let cfg = engine_config(KvDtype::F16, CompressionConfig::full(), ctx);
     let mut engine = Engine::new(model, cfg)?;
     let vocab = engine.model().config().vocab_size;
 

@@ -15,13 +15,13 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rkv_core::config::PolicyKind;
-use rkv_engine::{Engine, EngineConfig, GenerationRequest, SamplingParams};
+use rkv_engine::{Engine, GenerationRequest, SamplingParams};
 use rkv_eval::grade::grade;
 use rkv_eval::{read_math_problems, MathProblem};
 use rkv_model::chat_template::ChatMessage;
 use serde_json::json;
 
-use crate::args::{KvArgs, ModelArgs};
+use crate::args::{engine_config, KvArgs, ModelArgs};
 
 /// The instruction appended to every problem (the R1 evaluation prompt).
 pub const R1_SUFFIX: &str =
@@ -123,12 +123,7 @@ pub fn run(a: MathArgs) -> Result<()> {
         prompts.push(toks);
     }
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let mut cfg = EngineConfig {
-        kv_dtype: a.kv.kv_dtype(),
-        compression,
-        ..EngineConfig::default()
-    };
-    cfg.kv_blocks = (longest + a.max_tokens).div_ceil(cfg.block_size) + 1;
+    let cfg = engine_config(a.kv.kv_dtype(), compression, longest + a.max_tokens);
     let mut engine = Engine::new(model, cfg)?;
 
     let total = (problems.len() * a.samples) as u64;
