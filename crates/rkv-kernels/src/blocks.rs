@@ -32,7 +32,7 @@ pub struct BlockQ4_1 {
 
 /// `d * q`, 8-bit (ggml `block_q8_0`, 34 bytes).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BlockQ8_0 {
     pub d: f16,
     pub qs: [i8; QK],
@@ -40,30 +40,11 @@ pub struct BlockQ8_0 {
 
 /// `d * q` with `s = d * sum(q)`, 8-bit (ggml `block_q8_1`, 36 bytes).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BlockQ8_1 {
     pub d: f16,
     pub s: f16,
     pub qs: [i8; QK],
-}
-
-impl Default for BlockQ8_0 {
-    fn default() -> Self {
-        Self {
-            d: f16::ZERO,
-            qs: [0; QK],
-        }
-    }
-}
-
-impl Default for BlockQ8_1 {
-    fn default() -> Self {
-        Self {
-            d: f16::ZERO,
-            s: f16::ZERO,
-            qs: [0; QK],
-        }
-    }
 }
 
 const _: () = assert!(std::mem::size_of::<BlockQ4_0>() == 18);

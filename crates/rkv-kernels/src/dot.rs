@@ -127,85 +127,46 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     out[0]
 }
 
-/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` with `nb = y.len()`, SIMD when built
-/// with AVX2/FMA/F16C, else scalar.
-///
-/// # Panics
-/// If `w.len() != R * y.len()`.
+/// Calls the AVX2 version of `$f` when built with AVX2/FMA/F16C, else the fallback.
+macro_rules! dispatch {
+    ($f:ident($($arg:expr),*)) => {{
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c"
+        ))]
+        // SAFETY: the target features this function needs are enabled for the
+        // whole build (the cfg above), so the CPU running it has them.
+        unsafe {
+            crate::dot_avx2::$f($($arg),*)
+        }
+        #[cfg(not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c"
+        )))]
+        fallback::$f($($arg),*)
+    }};
+}
+
+// `out[r] = dot(w[r*nb..(r+1)*nb], y)` with `nb = y.len()`, SIMD when built with
+// AVX2/FMA/F16C, else scalar. Each panics if `w.len() != R * y.len()`.
+
 #[inline]
 pub(crate) fn q4_0_rows<const R: usize>(w: &[BlockQ4_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    // SAFETY: the target features this function needs are enabled for the
-    // whole build (the cfg above), so the CPU running it has them.
-    unsafe {
-        crate::dot_avx2::q4_0_rows(w, y, out)
-    }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
-    fallback::q4_0_rows(w, y, out)
+    dispatch!(q4_0_rows(w, y, out))
 }
 
-/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` with `nb = y.len()`, SIMD when built
-/// with AVX2/FMA/F16C, else scalar.
-///
-/// # Panics
-/// If `w.len() != R * y.len()`.
 #[inline]
 pub(crate) fn q4_1_rows<const R: usize>(w: &[BlockQ4_1], y: &[BlockQ8_1], out: &mut [f32; R]) {
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    // SAFETY: the target features this function needs are enabled for the
-    // whole build (the cfg above), so the CPU running it has them.
-    unsafe {
-        crate::dot_avx2::q4_1_rows(w, y, out)
-    }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
-    fallback::q4_1_rows(w, y, out)
+    dispatch!(q4_1_rows(w, y, out))
 }
 
-/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` with `nb = y.len()`, SIMD when built
-/// with AVX2/FMA/F16C, else scalar.
-///
-/// # Panics
-/// If `w.len() != R * y.len()`.
 #[inline]
 pub(crate) fn q8_0_rows<const R: usize>(w: &[BlockQ8_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    // SAFETY: the target features this function needs are enabled for the
-    // whole build (the cfg above), so the CPU running it has them.
-    unsafe {
-        crate::dot_avx2::q8_0_rows(w, y, out)
-    }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
-    fallback::q8_0_rows(w, y, out)
+    dispatch!(q8_0_rows(w, y, out))
 }
 
 /// Multi-row kernels for builds without the SIMD path: `out[r]` is the dot

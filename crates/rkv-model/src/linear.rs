@@ -12,7 +12,7 @@ use candle_core::{Device, Module, Tensor};
 
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
-use rkv_kernels::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
+use rkv_kernels::{BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 
 use crate::error::{ModelError, Result};
 
@@ -47,19 +47,14 @@ fn kernel_err(e: k::KernelError) -> ModelError {
     ModelError::BadInput(format!("kernel: {e}"))
 }
 
-fn quantize_q8_0(x: &[f32], cols: usize) -> Result<Vec<BlockQ8_0>> {
-    let mut q = vec![BlockQ8_0::default(); x.len() / QK];
-    for (xr, qr) in x.chunks_exact(cols).zip(q.chunks_exact_mut(cols / QK)) {
-        k::quantize_row_q8_0(xr, qr).map_err(kernel_err)?;
-    }
-    Ok(q)
-}
-
-fn quantize_q8_1(x: &[f32], cols: usize) -> Result<Vec<BlockQ8_1>> {
-    let mut q = vec![BlockQ8_1::default(); x.len() / QK];
-    for (xr, qr) in x.chunks_exact(cols).zip(q.chunks_exact_mut(cols / QK)) {
-        k::quantize_row_q8_1(xr, qr).map_err(kernel_err)?;
-    }
+/// Activations `x` (rows of a multiple of 32 columns, so no block spans two rows)
+/// quantised block by block with `f`.
+fn quantize<B: Clone + Default>(
+    x: &[f32],
+    f: fn(&[f32], &mut [B]) -> std::result::Result<(), k::KernelError>,
+) -> Result<Vec<B>> {
+    let mut q = vec![B::default(); x.len() / QK];
+    f(x, &mut q).map_err(kernel_err)?;
     Ok(q)
 }
 
@@ -100,14 +95,6 @@ impl Linear {
         })
     }
 
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
     pub fn weight(&self) -> &Weight {
         &self.weight
     }
@@ -126,15 +113,15 @@ impl Linear {
         let rows = self.rows;
         match &self.weight {
             Weight::Q4_0(w) => {
-                let xq = quantize_q8_0(x, self.cols)?;
+                let xq = quantize(x, k::quantize_row_q8_0)?;
                 k::matmul_q4_0(w, rows, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Q4_1(w) => {
-                let xq = quantize_q8_1(x, self.cols)?;
+                let xq = quantize(x, k::quantize_row_q8_1)?;
                 k::matmul_q4_1(w, rows, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Q8_0(w) => {
-                let xq = quantize_q8_0(x, self.cols)?;
+                let xq = quantize(x, k::quantize_row_q8_0)?;
                 k::matmul_q8_0(w, rows, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Quant(q) => {

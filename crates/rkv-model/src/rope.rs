@@ -23,21 +23,6 @@ pub struct RopeConfig {
     pub freq_factors: Option<Vec<f32>>,
 }
 
-impl RopeConfig {
-    /// Inverse frequencies `theta^(-2i/d) / factor_i`, `[d / 2]`.
-    pub fn inv_freqs(&self, head_dim: usize) -> Vec<f32> {
-        (0..head_dim / 2)
-            .map(|i| {
-                let f = 1.0 / self.theta.powf(2.0 * i as f32 / head_dim as f32);
-                match &self.freq_factors {
-                    Some(ff) => f / ff.get(i).copied().unwrap_or(1.0),
-                    None => f,
-                }
-            })
-            .collect()
-    }
-}
-
 /// Llama 3.1 frequency factors from a Hugging Face `rope_scaling` block.
 pub fn llama3_freq_factors(
     theta: f32,

@@ -198,11 +198,15 @@ impl GgufSource {
     }
 
     fn raw_vector(&mut self, name: &str) -> Result<Vec<f32>> {
-        let t = self.qtensor(name)?;
-        Ok(t.dequantize(&Device::Cpu)?
-            .flatten_all()?
-            .to_vec1::<f32>()?)
+        dequantize_f32(&self.qtensor(name)?)
     }
+}
+
+/// Every element of `t` as f32, flattened.
+fn dequantize_f32(t: &QTensor) -> Result<Vec<f32>> {
+    Ok(t.dequantize(&Device::Cpu)?
+        .flatten_all()?
+        .to_vec1::<f32>()?)
 }
 
 fn check_supported(name: &str, dtype: GgmlDType) -> Result<()> {
@@ -243,11 +247,7 @@ impl TensorSource for GgufSource {
         check_supported(&wname, t.dtype())?;
         let dense = matches!(t.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
         let weight = if dense || self.mode == WeightMode::F32 {
-            let w = t
-                .dequantize(&Device::Cpu)?
-                .flatten_all()?
-                .to_vec1::<f32>()?;
-            Weight::F32(w)
+            Weight::F32(dequantize_f32(&t)?)
         } else {
             Weight::from_qtensor(t)?
         };
