@@ -15,33 +15,31 @@ use rkv_model::AttentionShape;
 
 use crate::error::{EngineError, Result};
 use crate::kv_store::KvStore;
-use crate::paged_attention::{CaptureSpec, WindowLogits};
+use crate::paged_attention::{CaptureSpec, Segment, WindowLogits};
 
 pub struct SeqCompression {
     cfg: CompressionConfig,
     shape: AttentionShape,
-    heads: Vec<HeadState>,                 // [n_layers * n_kv_heads]
-    window: Option<WindowLogits>,          // filled over the steps before a compression
-    pub(crate) h2o: Option<Vec<Vec<f32>>>, // [n_layers * n_kv_heads] of [resident slots]
+    heads: Vec<HeadState>,        // [n_layers * n_kv_heads]
+    window: Option<WindowLogits>, // filled over the steps before a compression
+    h2o: Option<Vec<Vec<f32>>>,   // [n_layers * n_kv_heads] of [resident slots]
 }
 
 impl SeqCompression {
     pub fn new(cfg: CompressionConfig, shape: AttentionShape) -> Result<Self> {
-        if cfg.policy != PolicyKind::Full {
-            cfg.validate()
-                .map_err(|e| EngineError::Config(e.to_string()))?;
-            if cfg.policy.needs_window_logits() && cfg.buffer < cfg.window {
-                return Err(EngineError::Config(format!(
-                    "buffer ({}) must be at least the window ({}): the window's queries are observed between two compressions",
-                    cfg.buffer, cfg.window
-                )));
-            }
+        cfg.validate_if_compressing()
+            .map_err(|e| EngineError::Config(e.to_string()))?;
+        if cfg.policy.needs_window_logits() && cfg.buffer < cfg.window {
+            return Err(EngineError::Config(format!(
+                "buffer ({}) must be at least the window ({}): the window's queries are observed between two compressions",
+                cfg.buffer, cfg.window
+            )));
         }
         let n = shape.n_layers * shape.n_kv_heads;
         Ok(Self {
             heads: (0..n).map(|_| HeadState::new()).collect(),
             window: None,
-            h2o: (cfg.policy == PolicyKind::H2o).then(|| vec![Vec::new(); n]),
+            h2o: cfg.policy.needs_h2o_scores().then(|| vec![Vec::new(); n]),
             cfg,
             shape,
         })
@@ -99,8 +97,44 @@ impl SeqCompression {
         self.window = Some(win);
     }
 
+    /// Reserves `n` slots in `table` for a step's tokens (the forward's rows
+    /// `token_start..`, positions `first_position..`) and builds the step's segment: the
+    /// window observation the schedule asks for and the H2O accumulators, lent to the
+    /// forward until [`Self::close_segment`]. All or nothing: on error nothing changed.
+    pub fn open_segment(
+        &mut self,
+        store: &mut KvStore,
+        table: &mut BlockTable,
+        token_start: usize,
+        first_position: usize,
+        n: usize,
+        final_append: bool,
+    ) -> Result<Segment> {
+        let len_before = table.len();
+        store.reserve(table, n)?;
+        let capture = self.capture_for_step(len_before, n, final_append);
+        self.grow_accumulators(table.len());
+        Ok(Segment {
+            blocks: table.blocks().to_vec(),
+            token_start,
+            n_tokens: n,
+            len_before,
+            first_position: first_position as u32,
+            capture,
+            accumulate: self.h2o.take(),
+        })
+    }
+
+    /// Takes back what [`Self::open_segment`] lent the forward.
+    pub fn close_segment(&mut self, seg: Segment) {
+        if let Some((_, win)) = seg.capture {
+            self.return_window(win);
+        }
+        self.h2o = seg.accumulate;
+    }
+
     /// Grows the H2O accumulators to `len` slots (new slots start at 0).
-    pub fn grow_accumulators(&mut self, len: usize) {
+    fn grow_accumulators(&mut self, len: usize) {
         if let Some(h2o) = self.h2o.as_mut() {
             for a in h2o.iter_mut() {
                 a.resize(len, 0.0);

@@ -123,7 +123,7 @@ impl Engine {
             Some(m) => full.min(m.max(req.prompt.len())),
             None => full,
         };
-        slots.div_ceil(self.cfg.block_size)
+        self.store.pool().blocks_for(slots)
     }
 
     /// Validates and admits a request. Bad input changes nothing.
@@ -181,8 +181,6 @@ impl Engine {
             text: String::new(),
             finished: None,
             compression,
-            started: Instant::now(),
-            first_token_at: None,
         });
         Ok(id)
     }
@@ -225,28 +223,28 @@ impl Engine {
         let mut logit_rows = Vec::new();
         for (i, toks, decode) in &feeds {
             let s = &mut self.seqs[*i];
-            let len_before = s.table.len();
-            self.store.reserve(&mut s.table, toks.len())?;
             let start_pos = s.next_position();
             let final_append = *decode || s.prefilled + toks.len() == s.req.prompt.len();
-            let capture = s
-                .compression
-                .capture_for_step(len_before, toks.len(), final_append);
-            s.compression.grow_accumulators(s.table.len());
-            let seg_pos: Vec<u32> = (0..toks.len()).map(|t| (start_pos + t) as u32).collect();
-            positions.extend(seg_pos.iter().map(|&p| p as usize));
+            let opened = s.compression.open_segment(
+                &mut self.store,
+                &mut s.table,
+                tokens.len(),
+                start_pos,
+                toks.len(),
+                final_append,
+            );
+            let seg = match opened {
+                Ok(seg) => seg,
+                Err(e) => {
+                    self.abandon(&feeds, segments);
+                    return Err(e);
+                }
+            };
+            segments.push(seg);
+            positions.extend(start_pos..start_pos + toks.len());
             if final_append {
                 logit_rows.push(tokens.len() + toks.len() - 1);
             }
-            segments.push(Segment {
-                blocks: s.table.blocks().to_vec(),
-                token_start: tokens.len(),
-                n_tokens: toks.len(),
-                len_before,
-                positions: seg_pos,
-                capture,
-                accumulate: s.compression.h2o.take(),
-            });
             tokens.extend_from_slice(toks);
             s.stats.kv_slots_peak = s.stats.kv_slots_peak.max(s.table.len());
             s.stats.kv_bytes_peak = s
@@ -257,18 +255,22 @@ impl Engine {
         let mut attn = PagedAttention::new(&mut self.store, shape, segments);
         let logits = self
             .model
-            .forward(&tokens, &positions, &mut attn, &logit_rows)?;
+            .forward(&tokens, &positions, &mut attn, &logit_rows);
         let segments = std::mem::take(&mut attn.segments);
         drop(attn);
+        let logits = match logits {
+            Ok(l) => l,
+            Err(e) => {
+                self.abandon(&feeds, segments);
+                return Err(e.into());
+            }
+        };
         let vocab = self.model.config().vocab_size;
         let mut events = Vec::new();
         let mut row = 0;
         for ((i, toks, decode), seg) in feeds.iter().zip(segments) {
             let s = &mut self.seqs[*i];
-            if let Some((_, win)) = seg.capture {
-                s.compression.return_window(win);
-            }
-            s.compression.h2o = seg.accumulate;
+            s.compression.close_segment(seg);
             if *decode {
                 s.pending = None;
             } else {
@@ -317,9 +319,20 @@ impl Engine {
         Ok(events)
     }
 
+    /// Undoes the segments opened by a step that failed: every sequence gets back its
+    /// borrowed buffers and the slots reserved for the step, as if it had not run.
+    fn abandon(&mut self, feeds: &[(usize, Vec<u32>, bool)], segments: Vec<Segment>) {
+        for ((i, _, _), seg) in feeds.iter().zip(segments) {
+            let s = &mut self.seqs[*i];
+            let len_before = seg.len_before;
+            s.compression.close_segment(seg);
+            // Shrinking back to a length the table had cannot fail.
+            let _ = self.store.truncate(&mut s.table, len_before);
+        }
+    }
+
     /// Records a sampled token and applies the stop rules.
     fn accept_token(tokenizer: &Tokenizer, s: &mut Sequence, tok: u32) -> Result<TokenEvent> {
-        s.first_token_at.get_or_insert_with(Instant::now);
         s.generated.push(tok);
         s.stats.generated_tokens += 1;
         let mut finished = None;
@@ -336,7 +349,12 @@ impl Engine {
             let before = s.text.len();
             s.text.push_str(&text);
             // Only matches that end inside the new text are new.
-            let from = before.saturating_sub(s.req.stop.iter().map(|x| x.len()).max().unwrap_or(0));
+            let mut from =
+                before.saturating_sub(s.req.stop.iter().map(|x| x.len()).max().unwrap_or(0));
+            // A byte count back may land inside a multi-byte character.
+            while !s.text.is_char_boundary(from) {
+                from -= 1;
+            }
             let hit = s
                 .req
                 .stop

@@ -143,10 +143,6 @@ impl KvStore {
         &self.layout
     }
 
-    pub fn dtype(&self) -> KvDtype {
-        self.dtype
-    }
-
     pub fn pool(&self) -> &BlockPool {
         &self.pool
     }

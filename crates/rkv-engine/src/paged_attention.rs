@@ -56,7 +56,8 @@ pub struct Segment {
     pub n_tokens: usize,
     /// Resident slots before this forward; token `t` goes to slot `len_before + t`.
     pub len_before: usize,
-    pub positions: Vec<u32>, // [n_tokens]
+    /// Position of token 0; token `t` is at `first_position + t`.
+    pub first_position: u32,
     pub capture: Option<(CaptureSpec, WindowLogits)>,
     /// H2O: accumulated attention probability per (layer, KV head) and slot,
     /// `[n_layers * n_kv_heads]` of `[len_before + n_tokens]`.
@@ -278,7 +279,7 @@ impl Attention for PagedAttention<'_> {
                         layer,
                         h,
                         seg.len_before + t,
-                        seg.positions[t],
+                        seg.first_position + t as u32,
                         &k[at..at + d],
                         &v[at..at + d],
                     );

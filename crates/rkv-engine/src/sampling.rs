@@ -75,10 +75,15 @@ impl Sampler {
         if cand.is_empty() {
             return 0;
         }
-        cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if self.params.top_k > 0 {
-            cand.truncate(self.params.top_k);
+        // Larger logit first, ties to the lower id: a total order, so selecting the top k
+        // and then sorting them gives the same list as sorting everything.
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let k = self.params.top_k;
+        if k > 0 && k < cand.len() {
+            cand.select_nth_unstable_by(k - 1, order);
+            cand.truncate(k);
         }
+        cand.sort_unstable_by(order);
         let max = cand[0].1;
         let mut probs: Vec<f32> = cand.iter().map(|(_, l)| (l - max).exp()).collect();
         let sum: f32 = probs.iter().sum();

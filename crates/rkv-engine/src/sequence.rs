@@ -3,8 +3,6 @@
 //! Owns per-sequence state; the engine owns the shared model and store.
 //! Must not know: HTTP, CLI.
 
-use std::time::Instant;
-
 use rkv_core::block_pool::BlockTable;
 use rkv_model::tokenizer::TokenStream;
 
@@ -27,8 +25,6 @@ pub struct Sequence {
     pub finished: Option<FinishReason>,
     pub compression: SeqCompression,
     pub stats: SeqStats,
-    pub started: Instant,
-    pub first_token_at: Option<Instant>,
 }
 
 impl Sequence {

@@ -11,7 +11,7 @@ use rkv_core::config::CompressionConfig;
 use crate::compression::SeqCompression;
 use crate::engine::{prompt_chunk, Engine};
 use crate::error::{EngineError, Result};
-use crate::paged_attention::{PagedAttention, Segment};
+use crate::paged_attention::PagedAttention;
 
 /// What a teacher-forced run reports.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -157,27 +157,19 @@ impl Engine {
         rows: &[usize],
     ) -> Result<Vec<f32>> {
         let shape = self.model.attention_shape();
-        let len_before = table.len();
-        self.store.reserve(table, chunk.len())?;
-        let capture = compression.capture_for_step(len_before, chunk.len(), final_append);
-        compression.grow_accumulators(table.len());
+        let seg = compression.open_segment(
+            &mut self.store,
+            table,
+            0,
+            start,
+            chunk.len(),
+            final_append,
+        )?;
         let positions: Vec<usize> = (start..start + chunk.len()).collect();
-        let seg = Segment {
-            blocks: table.blocks().to_vec(),
-            token_start: 0,
-            n_tokens: chunk.len(),
-            len_before,
-            positions: positions.iter().map(|&p| p as u32).collect(),
-            capture,
-            accumulate: compression.h2o.take(),
-        };
         let mut attn = PagedAttention::new(&mut self.store, shape, vec![seg]);
         let out = self.model.forward(chunk, &positions, &mut attn, rows);
         if let Some(seg) = attn.segments.pop() {
-            if let Some((_, win)) = seg.capture {
-                compression.return_window(win);
-            }
-            compression.h2o = seg.accumulate;
+            compression.close_segment(seg);
         }
         Ok(out?)
     }

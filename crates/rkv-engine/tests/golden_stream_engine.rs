@@ -25,7 +25,7 @@ use rkv_core::block_pool::BlockTable;
 use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::compression::SeqCompression;
 use rkv_engine::kv_store::{KvDtype, KvLayout, KvStore};
-use rkv_engine::paged_attention::{PagedAttention, Segment};
+use rkv_engine::paged_attention::PagedAttention;
 use rkv_model::{Attention, AttentionShape};
 use safetensors::{Dtype, SafeTensors};
 
@@ -284,20 +284,9 @@ fn run_engine(s: &Stream, prompt_chunks: &[usize], check_attention: bool) -> Run
     let mut start = 0;
     for (n_new, final_append) in feeds {
         let len_before = table.len();
-        store
-            .reserve(&mut table, n_new)
+        let seg = comp
+            .open_segment(&mut store, &mut table, 0, start, n_new, final_append)
             .unwrap_or_else(|e| panic!("{}: reserve at token {start}: {e}", s.name));
-        let capture = comp.capture_for_step(len_before, n_new, final_append);
-        comp.grow_accumulators(table.len());
-        let seg = Segment {
-            blocks: table.blocks().to_vec(),
-            token_start: 0,
-            n_tokens: n_new,
-            len_before,
-            positions: (start..start + n_new).map(|p| p as u32).collect(),
-            capture,
-            accumulate: None,
-        };
         let q = s.rows(&s.queries, n_q, start, start + n_new);
         let k = s.rows(&s.keys, n_kv, start, start + n_new);
         let v = s.rows(&s.values, n_kv, start, start + n_new);
@@ -307,9 +296,7 @@ fn run_engine(s: &Stream, prompt_chunks: &[usize], check_attention: bool) -> Run
             .unwrap_or_else(|e| panic!("{}: attend at token {start}: {e}", s.name));
         let seg = attn.segments.pop().unwrap();
         drop(attn);
-        if let Some((_, win)) = seg.capture {
-            comp.return_window(win);
-        }
+        comp.close_segment(seg);
         if check_attention && run.problems.len() < 5 {
             // Reference attention over exactly the resident slots, from the file's rows.
             let res = resident(&store, &table, n_kv);

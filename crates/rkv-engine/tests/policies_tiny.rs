@@ -10,6 +10,7 @@
 //! - chunked prefill (small `max_batch_tokens`) gives one-shot prefill's tokens;
 //! - requests run concurrently give the same tokens and statistics as each alone;
 //! - a bad compression config is refused by `add_request`, naming the field;
+//! - a step that runs out of KV blocks changes no sequence (the others go on as alone);
 //! - every request returns its KV blocks to the pool.
 
 mod tiny;
@@ -406,4 +407,44 @@ fn bad_compression_config_is_refused_naming_the_field() {
         comp(PolicyKind::RKv, BUDGET),
         "after refusals",
     );
+}
+
+/// A step that runs out of KV blocks fails as a whole: the sequences it had already
+/// reserved slots (and lent H2O accumulators) for get them back, so after the failing
+/// request is aborted the others continue exactly as if alone.
+#[test]
+fn failed_step_leaves_other_sequences_as_they_were() {
+    let m = TinyModel::new(SPECS[0], 900);
+    let a_prompt = random_prompt(901, 20);
+    let a_comp = CompressionConfig {
+        policy: PolicyKind::H2o,
+        budget: 480,
+        buffer: BUFFER,
+        ..CompressionConfig::default()
+    };
+    let solo = generate(&mut m.engine(256), &a_prompt, 700, a_comp, "solo");
+    let mut e = m.engine(256);
+    let a = e
+        .add_request(request(&a_prompt, 700), Some(a_comp))
+        .unwrap();
+    // FullKV, admitted alone (59 of 64 blocks) but not next to `a`'s 31.
+    let b = e
+        .add_request(request(&random_prompt(902, 40), 900), None)
+        .unwrap();
+    let mut failed = false;
+    let mut steps = 0;
+    while e.has_work() {
+        if let Err(err) = e.step() {
+            assert!(!failed, "a second failure: {err}");
+            failed = true;
+            e.abort(b).unwrap();
+        }
+        steps += 1;
+        assert!(steps < 3000, "runaway");
+    }
+    assert!(failed, "the pool never ran out");
+    assert_eq!(e.store().pool().n_free(), KV_BLOCKS);
+    let out = e.take_output(a).expect("output of a");
+    assert_eq!(out.token_ids, solo.token_ids);
+    assert_eq!(out.stats.compressions, solo.stats.compressions);
 }
