@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::error::EvalError;
 use crate::grade::gold_from_record;
+use crate::jsonl::{json_object, read_records, text_field};
 
 /// One problem of a math dataset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,21 +29,13 @@ pub struct MathProblem {
     pub gold: String,
 }
 
-fn text_field(
+/// [`text_field`] with a blank string counted as absent.
+fn nonblank_field(
     obj: &Map<String, Value>,
     key: &str,
     line: usize,
 ) -> Result<Option<String>, EvalError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(Value::Number(n)) => Ok(Some(n.to_string())),
-        Some(other) => Err(EvalError::Malformed {
-            line,
-            message: format!("field `{key}` must be a string, got {other}"),
-        }),
-    }
+    Ok(text_field(obj, key, line)?.filter(|s| !s.trim().is_empty()))
 }
 
 /// Parse one record (`index` 0-based, `line` 1-based for error messages).
@@ -52,17 +45,14 @@ pub fn parse_math_record(
     line: usize,
 ) -> Result<MathProblem, EvalError> {
     let malformed = |message: String| EvalError::Malformed { line, message };
-    let value: Value = serde_json::from_str(record).map_err(|e| malformed(e.to_string()))?;
-    let Value::Object(obj) = value else {
-        return Err(malformed("not a JSON object".into()));
-    };
-    let problem = match text_field(&obj, "problem", line)? {
+    let obj = json_object(record, line)?;
+    let problem = match nonblank_field(&obj, "problem", line)? {
         Some(p) => p,
-        None => text_field(&obj, "question", line)?
+        None => nonblank_field(&obj, "question", line)?
             .ok_or_else(|| malformed("needs a field `problem` or `question`".into()))?,
     };
-    let answer = text_field(&obj, "answer", line)?;
-    let solution = text_field(&obj, "solution", line)?;
+    let answer = nonblank_field(&obj, "answer", line)?;
+    let solution = nonblank_field(&obj, "solution", line)?;
     // A solution without a boxed answer has no gold: the extractor would fall back to
     // its last number, which is not an answer.
     let solution = solution.filter(|s| s.contains("boxed"));
@@ -87,22 +77,7 @@ pub fn read_math_problems<R: BufRead>(
     reader: R,
     limit: Option<usize>,
 ) -> Result<Vec<MathProblem>, EvalError> {
-    let mut out = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        if limit.is_some_and(|n| out.len() >= n) {
-            break;
-        }
-        let line_no = i + 1;
-        let text = line.map_err(|source| EvalError::Io {
-            line: line_no,
-            source,
-        })?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        out.push(parse_math_record(&text, out.len(), line_no)?);
-    }
-    Ok(out)
+    read_records(reader, limit, parse_math_record)
 }
 
 #[cfg(test)]

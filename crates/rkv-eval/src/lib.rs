@@ -6,6 +6,7 @@
 pub mod dataset;
 pub mod error;
 pub mod grade;
+mod jsonl;
 
 pub use dataset::{read_math_problems, MathProblem};
 pub use error::EvalError;

@@ -120,11 +120,15 @@ pub fn extract_answer_once(output: &str) -> String {
 /// at the stop words; an empty result gives `None` (`run_execute` returns no prediction);
 /// otherwise `strip_string(extract_answer(output))`.
 pub fn extract_answer(output: &str) -> Option<String> {
-    let code = cut_at_stop_words(output);
+    extract_from_code(&cut_at_stop_words(output))
+}
+
+/// [`extract_answer`] of an output already cut at the stop words.
+pub(super) fn extract_from_code(code: &str) -> Option<String> {
     if code.is_empty() {
         return None;
     }
-    Some(strip_string(&extract_answer_once(&code)))
+    Some(strip_string(&extract_answer_once(code)))
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 
 use super::verdict::{gold_from_record, grade};
 use crate::error::EvalError;
+use crate::jsonl::{json_object, read_records, text_field};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::io::BufRead;
 
 /// The verdict on one input line.
@@ -67,34 +67,9 @@ impl GradeReport {
     }
 }
 
-fn text_field(
-    obj: &serde_json::Map<String, Value>,
-    key: &str,
-    line: usize,
-) -> Result<Option<String>, EvalError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(Value::Number(n)) => Ok(Some(n.to_string())),
-        Some(other) => Err(EvalError::Malformed {
-            line,
-            message: format!("field `{key}` must be a string, got {other}"),
-        }),
-    }
-}
-
 /// Grade one JSON record (1-based `line` for error messages).
 pub fn grade_record(record: &str, index: usize, line: usize) -> Result<LineVerdict, EvalError> {
-    let value: Value = serde_json::from_str(record).map_err(|e| EvalError::Malformed {
-        line,
-        message: e.to_string(),
-    })?;
-    let Value::Object(obj) = value else {
-        return Err(EvalError::Malformed {
-            line,
-            message: "not a JSON object".into(),
-        });
-    };
+    let obj = json_object(record, line)?;
     let output = text_field(&obj, "output", line)?.ok_or_else(|| EvalError::Malformed {
         line,
         message: "missing field `output`".into(),
@@ -118,18 +93,7 @@ pub fn grade_record(record: &str, index: usize, line: usize) -> Result<LineVerdi
 
 /// Read JSONL records and grade each; the first malformed line is an error naming it.
 pub fn grade_outputs<R: BufRead>(reader: R) -> Result<GradeReport, EvalError> {
-    let mut lines = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
-        let line_no = i + 1;
-        let text = line.map_err(|source| EvalError::Io {
-            line: line_no,
-            source,
-        })?;
-        if text.trim().is_empty() {
-            continue;
-        }
-        lines.push(grade_record(&text, lines.len(), line_no)?);
-    }
+    let lines = read_records(reader, None, grade_record)?;
     Ok(GradeReport { lines })
 }
 

@@ -4,7 +4,7 @@
 
 use super::choice::postprocess_choice;
 use super::equal::math_equal;
-use super::extract::{cut_at_stop_words, extract_answer, extract_answer_once};
+use super::extract::{cut_at_stop_words, extract_answer_once, extract_from_code};
 use super::normalize::strip_string;
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +44,7 @@ pub fn gold_from_record(answer: Option<&str>, solution: Option<&str>) -> Option<
 /// Grade one model output against a normalised gold answer.
 pub fn grade(output: &str, gold: &str) -> Verdict {
     let code = cut_at_stop_words(output);
-    let pred = postprocess_choice(extract_answer(output), &code, gold);
+    let pred = postprocess_choice(extract_from_code(&code), &code, gold);
     let correct = pred.as_deref().is_some_and(|p| math_equal(p, gold));
     Verdict {
         extracted: pred,
