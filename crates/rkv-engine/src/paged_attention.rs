@@ -78,14 +78,33 @@ pub struct PagedAttention<'a> {
     store: &'a mut KvStore,
     shape: AttentionShape,
     pub segments: Vec<Segment>,
+    /// `(segment, token, KV head, first slot, end slot)`: one attention task per chunk of
+    /// visible slots; the same for every layer, so built once.
+    tasks: Vec<(usize, usize, usize, usize, usize)>,
 }
 
 impl<'a> PagedAttention<'a> {
     pub fn new(store: &'a mut KvStore, shape: AttentionShape, segments: Vec<Segment>) -> Self {
+        let mut tasks = Vec::new();
+        for (si, seg) in segments.iter().enumerate() {
+            for t in 0..seg.n_tokens {
+                let visible = seg.len_before + t + 1;
+                let cl = chunk_len(visible);
+                for h in 0..shape.n_kv_heads {
+                    let mut c0 = 0;
+                    while c0 < visible {
+                        let c1 = (c0 + cl).min(visible);
+                        tasks.push((si, t, h, c0, c1));
+                        c0 = c1;
+                    }
+                }
+            }
+        }
         Self {
             store,
             shape,
             segments,
+            tasks,
         }
     }
 }
@@ -287,21 +306,7 @@ impl Attention for PagedAttention<'_> {
             }
         }
         // 2. One task per (segment, token, KV head, chunk of slots).
-        let mut tasks = Vec::new(); // (seg, t, h, c0, c1)
-        for (si, seg) in self.segments.iter().enumerate() {
-            for t in 0..seg.n_tokens {
-                let visible = seg.len_before + t + 1;
-                let cl = chunk_len(visible);
-                for h in 0..n_kv_heads {
-                    let mut c0 = 0;
-                    while c0 < visible {
-                        let c1 = (c0 + cl).min(visible);
-                        tasks.push((si, t, h, c0, c1));
-                        c0 = c1;
-                    }
-                }
-            }
-        }
+        let tasks = &self.tasks;
         let scale = 1.0 / (d as f32).sqrt();
         let segs = &self.segments;
         let store = &*self.store;

@@ -42,7 +42,7 @@ impl ChatMessage {
 }
 
 /// Errors of compiling or rendering a chat template.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ChatTemplateError {
     /// The template source does not compile.
     #[error("chat template does not compile: {0}")]

@@ -63,9 +63,8 @@ struct Inner {
     eos_ids: Vec<u32>,
     add_bos: bool,
     add_eos: bool,
-    chat_template: Option<ChatTemplate>,
-    /// Why the model's chat template did not compile, if it did not.
-    chat_template_error: Option<String>,
+    /// The model's chat template, or why it did not compile; `None` when it has none.
+    chat_template: Option<Result<ChatTemplate, ChatTemplateError>>,
 }
 
 /// A model's tokenizer. Cheap to clone (shared, immutable).
@@ -180,7 +179,7 @@ impl Tokenizer {
     /// The compiled chat template; `None` when the model has none or it did not compile
     /// (then [`apply_chat_template`](Self::apply_chat_template) reports why).
     pub fn chat_template(&self) -> Option<&ChatTemplate> {
-        self.inner.chat_template.as_ref()
+        self.inner.chat_template.as_ref()?.as_ref().ok()
     }
 
     /// Renders `messages` with the model's chat template (BOS/EOS token strings are passed
@@ -190,10 +189,10 @@ impl Tokenizer {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, TokenizerError> {
-        let tmpl = match (&self.inner.chat_template, &self.inner.chat_template_error) {
-            (Some(t), _) => t,
-            (None, Some(e)) => return Err(ChatTemplateError::Syntax(e.clone()).into()),
-            (None, None) => return Err(TokenizerError::NoChatTemplate),
+        let tmpl = match &self.inner.chat_template {
+            Some(Ok(t)) => t,
+            Some(Err(e)) => return Err(e.clone().into()),
+            None => return Err(TokenizerError::NoChatTemplate),
         };
         let bos = self.inner.bos_id.and_then(|id| self.token_str(id));
         let eos = self

@@ -182,13 +182,7 @@ pub(super) fn build(md: &Metadata) -> Result<Inner, TokenizerError> {
     let add_eos =
         get_bool(md, "tokenizer.ggml.add_eos_token")?.unwrap_or(false) && !eos_ids.is_empty();
 
-    let (chat_template, chat_template_error) = match get_str(md, "tokenizer.chat_template")? {
-        None => (None, None),
-        Some(src) => match ChatTemplate::new(src) {
-            Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e.to_string())),
-        },
-    };
+    let chat_template = get_str(md, "tokenizer.chat_template")?.map(ChatTemplate::new);
 
     Ok(Inner {
         hf,
@@ -198,7 +192,6 @@ pub(super) fn build(md: &Metadata) -> Result<Inner, TokenizerError> {
         add_bos,
         add_eos,
         chat_template,
-        chat_template_error,
     })
 }
 

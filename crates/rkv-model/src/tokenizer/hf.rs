@@ -101,12 +101,9 @@ pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
             template_src = v.get("chat_template").cloned();
         }
     }
-    let (chat_template, chat_template_error) = match template_src {
-        None | Some(Value::Null) => (None, None),
-        Some(v) => match ChatTemplate::from_json(&v) {
-            Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e.to_string())),
-        },
+    let chat_template = match template_src {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(ChatTemplate::from_json(&v)),
     };
 
     Ok(Inner {
@@ -117,6 +114,5 @@ pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
         add_bos,
         add_eos,
         chat_template,
-        chat_template_error,
     })
 }

@@ -14,9 +14,8 @@ use super::{Tokenizer, TokenizerError};
 pub struct TokenStream {
     tokenizer: Tokenizer,
     skip_special: bool,
+    /// The context window: ids already printed (kept for context), then unprinted ones.
     ids: Vec<u32>,
-    /// Start of the context window (ids already printed, kept for context).
-    prefix_offset: usize,
     /// Ids before this one have been printed.
     read_offset: usize,
 }
@@ -27,7 +26,6 @@ impl TokenStream {
             tokenizer,
             skip_special,
             ids: Vec::new(),
-            prefix_offset: 0,
             read_offset: 0,
         }
     }
@@ -44,8 +42,8 @@ impl TokenStream {
             return Err(TokenizerError::UnknownId(id));
         }
         self.ids.push(id);
-        let prefix = self.decode(self.prefix_offset, self.read_offset)?;
-        let full = self.decode(self.prefix_offset, self.ids.len())?;
+        let prefix = self.decode(0, self.read_offset)?;
+        let full = self.decode(0, self.ids.len())?;
         if full.len() <= prefix.len() || full.ends_with('\u{FFFD}') {
             return Ok(None);
         }
@@ -53,22 +51,18 @@ impl TokenStream {
             return Ok(None);
         };
         let new_text = new_text.to_owned();
-        self.prefix_offset = self.read_offset;
+        // The old context is no longer needed: the ids just printed become the context.
+        self.ids.drain(..self.read_offset);
         self.read_offset = self.ids.len();
-        // Drop ids no longer needed as context.
-        self.ids.drain(..self.prefix_offset);
-        self.read_offset -= self.prefix_offset;
-        self.prefix_offset = 0;
         Ok(Some(new_text))
     }
 
     /// Text held back so far (possibly ending in an incomplete character, rendered as
     /// U+FFFD); clears it. Call at the end of generation.
     pub fn finish(&mut self) -> Result<Option<String>, TokenizerError> {
-        let prefix = self.decode(self.prefix_offset, self.read_offset)?;
-        let full = self.decode(self.prefix_offset, self.ids.len())?;
+        let prefix = self.decode(0, self.read_offset)?;
+        let full = self.decode(0, self.ids.len())?;
         self.ids.clear();
-        self.prefix_offset = 0;
         self.read_offset = 0;
         Ok(full
             .get(prefix.len()..)
