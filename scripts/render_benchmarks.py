@@ -26,12 +26,8 @@ def text(name):
     return open(path).read().strip() if os.path.exists(path) else ""
 
 
-def fmt(d):
-    return f"{d['median']:.1f} ({d['min']:.1f}-{d['max']:.1f})"
-
-
-def fmt2(d):
-    return f"{d['median']:.2f} ({d['min']:.2f}-{d['max']:.2f})"
+def fmt(d, places=1):
+    return f"{d['median']:.{places}f} ({d['min']:.{places}f}-{d['max']:.{places}f})"
 
 
 def criterion_compress():
@@ -134,7 +130,7 @@ def main():
         for n, c, r in gens:
             ev = r.get("compress_ms_per_event")
             out.append(f"| {n} | {fmt(r['decode_tokens_per_s'])} | {r['kv_bytes_peak']} | {r.get('compressions', '-')} | "
-                       f"{fmt2(ev) if ev else '-'} |")
+                       f"{fmt(ev, 2) if ev else '-'} |")
         med = {n: r["decode_tokens_per_s"]["median"] for n, _, r in gens}
         if "gen4096_rkv512" in med and "gen4096_snapkv512" in med:
             out += ["", f"R-KV / SnapKV decode speed: {med['gen4096_rkv512'] / med['gen4096_snapkv512']:.2f}."]
@@ -151,7 +147,7 @@ def main():
             out.append(f"- `{c}`")
         out += ["", "| policy | compressions | ms per event |", "|---|---|---|"]
         for n, c, r in events:
-            out.append(f"| {n.split('_')[1].replace('1024', '')} | {r['compressions']} | {fmt2(r['compress_ms_per_event'])} |")
+            out.append(f"| {n.split('_')[1].replace('1024', '')} | {r['compressions']} | {fmt(r['compress_ms_per_event'], 2)} |")
         rk, sn = events[0][2]["compress_ms_per_event"], events[1][2]["compress_ms_per_event"]
         out += ["", f"R-KV / SnapKV, one event: {rk['median'] / sn['median']:.2f}.", ""]
 
