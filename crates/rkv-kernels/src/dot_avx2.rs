@@ -159,52 +159,36 @@ pub(crate) fn q4_1_rows<const R: usize>(w: &[BlockQ4_1], y: &[BlockQ8_1], out: &
     }
 }
 
-/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q4_0 x Q8_0 (`nb = y.len()`).
-///
-/// # Panics
-/// If `w.len() != R * y.len()`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn q4_0_rows<const R: usize>(w: &[BlockQ4_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
-    let nb = y.len();
-    assert_eq!(w.len(), R * nb);
-    let mut acc = [_mm256_setzero_ps(); R];
-    let off = _mm256_set1_epi8(8);
-    for i in 0..nb {
-        let yb = &y[i];
-        // SAFETY: `yb` is a whole 34-byte block (d then 32 bytes qs).
-        let (yd, qy) = unsafe {
-            (
-                load_f16x2(yb as *const BlockQ8_0 as *const u8),
-                _mm256_loadu_si256(yb.qs.as_ptr() as *const __m256i),
-            )
-        };
-        for r in 0..R {
-            // SAFETY: r * nb + i < R * nb == w.len(), checked above.
-            let xb = unsafe { w.get_unchecked(r * nb + i) };
-            prefetch_ahead::<R, BlockQ4_0>(xb, nb);
-            // SAFETY: `xb` is a whole 18-byte block (d then 16 bytes qs).
-            let (xd, qx) = unsafe {
-                (
-                    load_f16x2(xb as *const BlockQ4_0 as *const u8),
-                    nibbles(xb.qs.as_ptr()),
-                )
-            };
-            let dd = _mm256_broadcastss_ps(_mm_mul_ps(xd, yd));
-            let q = _mm256_cvtepi32_ps(dot_i8_i8(_mm256_sub_epi8(qx, off), qy));
-            acc[r] = _mm256_fmadd_ps(dd, q, acc[r]);
-        }
-    }
-    for r in 0..R {
-        out[r] = hsum(acc[r]);
+/// A weight block of 32 signed quants under one f16 scale stored first.
+pub(crate) trait SignedQuants {
+    /// The 32 quants as signed bytes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 (this module is compiled only when it is enabled).
+    unsafe fn quants(&self) -> __m256i;
+}
+
+impl SignedQuants for BlockQ4_0 {
+    /// Nibbles minus 8, as ggml's `q4_0` kernel.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn quants(&self) -> __m256i {
+        // SAFETY: `qs` is 16 readable bytes.
+        let q = unsafe { nibbles(self.qs.as_ptr()) };
+        _mm256_sub_epi8(q, _mm256_set1_epi8(8))
     }
 }
 
-/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q8_0 x Q8_0 (`nb = y.len()`).
+impl SignedQuants for BlockQ8_0 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn quants(&self) -> __m256i {
+        // SAFETY: `qs` is 32 readable bytes; unaligned load.
+        unsafe { _mm256_loadu_si256(self.qs.as_ptr() as *const __m256i) }
+    }
+}
+
+/// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q4_0 or Q8_0 weights x Q8_0 (`nb = y.len()`).
 ///
 /// # Panics
 /// If `w.len() != R * y.len()`.
@@ -214,7 +198,11 @@ pub(crate) fn q4_0_rows<const R: usize>(w: &[BlockQ4_0], y: &[BlockQ8_0], out: &
     all(target_feature = "avx512vnni", target_feature = "avx512vl"),
     target_feature(enable = "avx512vnni,avx512vl")
 )]
-pub(crate) fn q8_0_rows<const R: usize>(w: &[BlockQ8_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
+pub(crate) fn signed_rows<const R: usize, B: SignedQuants>(
+    w: &[B],
+    y: &[BlockQ8_0],
+    out: &mut [f32; R],
+) {
     let nb = y.len();
     assert_eq!(w.len(), R * nb);
     let mut acc = [_mm256_setzero_ps(); R];
@@ -230,14 +218,10 @@ pub(crate) fn q8_0_rows<const R: usize>(w: &[BlockQ8_0], y: &[BlockQ8_0], out: &
         for r in 0..R {
             // SAFETY: r * nb + i < R * nb == w.len(), checked above.
             let xb = unsafe { w.get_unchecked(r * nb + i) };
-            prefetch_ahead::<R, BlockQ8_0>(xb, nb);
-            // SAFETY: `xb` is a whole 34-byte block (d then 32 bytes qs).
-            let (xd, qx) = unsafe {
-                (
-                    load_f16x2(xb as *const BlockQ8_0 as *const u8),
-                    _mm256_loadu_si256(xb.qs.as_ptr() as *const __m256i),
-                )
-            };
+            prefetch_ahead::<R, B>(xb, nb);
+            // SAFETY: `xb` is a whole block that starts with its f16 scale (and at
+            // least 2 more bytes); this build has AVX2.
+            let (xd, qx) = unsafe { (load_f16x2(xb as *const B as *const u8), xb.quants()) };
             let dd = _mm256_broadcastss_ps(_mm_mul_ps(xd, yd));
             let q = _mm256_cvtepi32_ps(dot_i8_i8(qx, qy));
             acc[r] = _mm256_fmadd_ps(dd, q, acc[r]);
@@ -246,4 +230,33 @@ pub(crate) fn q8_0_rows<const R: usize>(w: &[BlockQ8_0], y: &[BlockQ8_0], out: &
     for r in 0..R {
         out[r] = hsum(acc[r]);
     }
+}
+
+/// [`signed_rows`] for Q4_0 weights.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (this module is compiled only when they are
+/// enabled).
+#[inline]
+pub(crate) unsafe fn q4_0_rows<const R: usize>(
+    w: &[BlockQ4_0],
+    y: &[BlockQ8_0],
+    out: &mut [f32; R],
+) {
+    // SAFETY: the caller guarantees the target features.
+    unsafe { signed_rows(w, y, out) }
+}
+
+/// [`signed_rows`] for Q8_0 weights.
+///
+/// # Safety
+/// As [`q4_0_rows`].
+#[inline]
+pub(crate) unsafe fn q8_0_rows<const R: usize>(
+    w: &[BlockQ8_0],
+    y: &[BlockQ8_0],
+    out: &mut [f32; R],
+) {
+    // SAFETY: the caller guarantees the target features.
+    unsafe { signed_rows(w, y, out) }
 }
