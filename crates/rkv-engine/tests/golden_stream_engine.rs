@@ -18,7 +18,6 @@
 //! compressing only after it (the prompt is one append), and expect the same kept sets,
 //! also when a step's room is smaller than the window.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rkv_core::block_pool::BlockTable;
@@ -27,51 +26,19 @@ use rkv_engine::compression::SeqCompression;
 use rkv_engine::kv_store::{KvDtype, KvLayout, KvStore};
 use rkv_engine::paged_attention::PagedAttention;
 use rkv_model::{Attention, AttentionShape};
-use safetensors::{Dtype, SafeTensors};
 
-const DEFAULT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/golden");
-const FALLBACK_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../rkv-core/tests/golden");
+/// rkv-core's golden-vector plumbing (locating and reading the files), shared.
+#[path = "../../rkv-core/tests/support/mod.rs"]
+mod support;
+
 const BLOCK_SIZE: usize = 16;
 
-/// `$RKV_GOLDEN_DIR/kv-stream`, else the shared set, else rkv-core's committed subset.
+/// The kv-stream files (see [`support::golden_root`] for where they come from) and which
+/// set they are.
 fn stream_files() -> (Vec<PathBuf>, String) {
-    let (root, which) = if let Some(dir) = std::env::var_os("RKV_GOLDEN_DIR") {
-        let p = PathBuf::from(&dir);
-        assert!(
-            p.is_dir(),
-            "RKV_GOLDEN_DIR={} is not a directory holding kv-stream/",
-            p.display()
-        );
-        let w = format!("RKV_GOLDEN_DIR={}", p.display());
-        (p, w)
-    } else if Path::new(DEFAULT_DIR).join("kv-stream").is_dir() {
-        (
-            PathBuf::from(DEFAULT_DIR),
-            format!("the full shared set at {DEFAULT_DIR}"),
-        )
-    } else if Path::new(FALLBACK_DIR).join("kv-stream").is_dir() {
-        (
-            PathBuf::from(FALLBACK_DIR),
-            format!("the committed subset at {FALLBACK_DIR} ({DEFAULT_DIR} is missing)"),
-        )
-    } else {
-        panic!(
-            "no golden kv-stream vectors: expected {DEFAULT_DIR}/kv-stream, the committed subset \
-             {FALLBACK_DIR}/kv-stream, or RKV_GOLDEN_DIR pointing at a folder with kv-stream/"
-        );
-    };
-    let dir = root.join("kv-stream");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    files.sort();
-    assert!(
-        !files.is_empty(),
-        "no *.safetensors in {} ({which})",
-        dir.display()
-    );
+    let (root, which) = support::golden_root().unwrap_or_else(|e| panic!("{e}"));
+    let files =
+        support::vector_files(&root, "kv-stream").unwrap_or_else(|e| panic!("{e} ({which})"));
     eprintln!("golden kv-stream vectors: {which} ({} files)", files.len());
     (files, which)
 }
@@ -94,84 +61,35 @@ struct Stream {
     kept: Vec<Vec<Vec<usize>>>, // [n_comp][n_kv][budget]
 }
 
-fn f32s(st: &SafeTensors, name: &str, file: &str) -> (Vec<usize>, Vec<f32>) {
-    let v = st
-        .tensor(name)
-        .unwrap_or_else(|e| panic!("{file}: tensor {name}: {e}"));
-    assert_eq!(v.dtype(), Dtype::F32, "{file}: {name} is not F32");
-    let data = v
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    (v.shape().to_vec(), data)
-}
-
-fn i64s(st: &SafeTensors, name: &str, file: &str) -> (Vec<usize>, Vec<usize>) {
-    let v = st
-        .tensor(name)
-        .unwrap_or_else(|e| panic!("{file}: tensor {name}: {e}"));
-    assert_eq!(v.dtype(), Dtype::I64, "{file}: {name} is not I64");
-    let data = v
-        .data()
-        .chunks_exact(8)
-        .map(|c| {
-            let x = i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            usize::try_from(x).unwrap_or_else(|_| panic!("{file}: {name} holds {x}"))
-        })
-        .collect();
-    (v.shape().to_vec(), data)
+/// The value, or a panic with the loader's message (which names the file).
+fn ok<T>(r: Result<T, String>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
 }
 
 impl Stream {
     fn load(path: &Path) -> Stream {
-        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let (_, header) = SafeTensors::read_metadata(&bytes).unwrap();
-        let meta: HashMap<String, String> = header.metadata().clone().unwrap_or_default();
-        let st = SafeTensors::deserialize(&bytes).unwrap();
-        let get =
-            |k: &str| -> Option<&str> { meta.get(k).map(String::as_str).filter(|s| *s != "n/a") };
-        let num = |k: &str| -> usize {
-            get(k)
-                .unwrap_or_else(|| panic!("{name}: metadata {k} missing"))
-                .parse()
-                .unwrap_or_else(|e| panic!("{name}: metadata {k}: {e}"))
+        let case = ok(support::Case::load(path));
+        let name = case.name.clone();
+        let cfg = ok(case.config());
+        let positions = |key: &str| -> (Vec<usize>, Vec<usize>) {
+            let (shape, v) = ok(case.i64(key));
+            let v = v
+                .iter()
+                .map(|&x| usize::try_from(x).unwrap_or_else(|_| panic!("{name}: {key} holds {x}")))
+                .collect();
+            (shape.to_vec(), v)
         };
-        let d = CompressionConfig::default();
-        let parse_f = |k: &str, dflt: f32| -> f32 {
-            get(k).map_or(dflt, |s| {
-                s.parse()
-                    .unwrap_or_else(|e| panic!("{name}: metadata {k}: {e}"))
-            })
+        let floats = |key: &str| -> (Vec<usize>, Vec<f32>) {
+            let (shape, v) = ok(case.f32(key));
+            (shape.to_vec(), v.to_vec())
         };
-        let parse_u = |k: &str, dflt: usize| -> usize {
-            get(k).map_or(dflt, |s| {
-                s.parse()
-                    .unwrap_or_else(|e| panic!("{name}: metadata {k}: {e}"))
-            })
-        };
-        let policy: PolicyKind = get("policy")
-            .unwrap_or_else(|| panic!("{name}: no policy"))
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let cfg = CompressionConfig {
-            policy,
-            budget: num("budget"),
-            buffer: parse_u("buffer", d.buffer),
-            window: parse_u("window", d.window),
-            kernel: parse_u("kernel", d.kernel),
-            lambda: parse_f("lambda", d.lambda),
-            threshold: parse_f("threshold", d.threshold),
-            sinks: parse_u("sinks", d.sinks),
-        };
-        let (qs, queries) = f32s(&st, "queries_all", &name);
-        let (ks, keys) = f32s(&st, "keys_all", &name);
-        let (_, values) = f32s(&st, "values_all", &name);
-        let (fs, fin) = i64s(&st, "expected_final_positions", &name);
-        let (_, nc) = i64s(&st, "expected_num_compressions", &name);
-        let (_, steps) = i64s(&st, "expected_compression_steps", &name);
-        let (kps, kp) = i64s(&st, "expected_kept_positions", &name);
+        let (qs, queries) = floats("queries_all");
+        let (ks, keys) = floats("keys_all");
+        let (_, values) = floats("values_all");
+        let (fs, fin) = positions("expected_final_positions");
+        let (_, nc) = positions("expected_num_compressions");
+        let (_, steps) = positions("expected_compression_steps");
+        let (kps, kp) = positions("expected_kept_positions");
         let (n_kv, t_total, hd) = (ks[0], ks[1], ks[2]);
         assert_eq!((qs[1], qs[2]), (t_total, hd), "{name}: query shape {qs:?}");
         let final_pos = fin.chunks(fs[1].max(1)).map(<[usize]>::to_vec).collect();
@@ -184,7 +102,7 @@ impl Stream {
             })
             .collect();
         Stream {
-            prompt: num("prompt_len"),
+            prompt: ok(case.meta_usize("prompt_len")),
             name,
             cfg,
             n_q: qs[0],

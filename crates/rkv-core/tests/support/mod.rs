@@ -14,8 +14,8 @@ use safetensors::{Dtype, SafeTensors};
 
 /// The workspace's default vectors: `<repo>/../shared/golden`.
 pub const DEFAULT_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/golden");
-/// The small committed subset.
-pub const FALLBACK_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
+/// The small committed subset (in rkv-core, whichever crate includes this module).
+pub const FALLBACK_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../rkv-core/tests/golden");
 
 /// Where the vectors come from: `$RKV_GOLDEN_DIR`, else the shared folder, else the
 /// committed subset. The string says which, for the log.
