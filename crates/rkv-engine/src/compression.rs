@@ -149,12 +149,7 @@ impl SeqCompression {
         if !self.cfg.should_compress(len) {
             return Ok(0);
         }
-        let (nkv, d, g, w) = (
-            self.shape.n_kv_heads,
-            self.shape.head_dim,
-            self.shape.group(),
-            self.cfg.window,
-        );
+        let (nkv, d, w) = (self.shape.n_kv_heads, self.shape.head_dim, self.cfg.window);
         let win = self.window.take();
         if self.cfg.policy.needs_window_logits()
             && win.as_ref().is_none_or(|x| x.candidates != len - w)
@@ -182,7 +177,8 @@ impl SeqCompression {
                     len,
                     head_dim: d,
                     keys,
-                    group: g,
+                    // The window was reduced over each GQA group as it was captured.
+                    group: 1,
                     window: w,
                     window_logits: win.as_ref().map_or(&[][..], |x| &x.data[i][..]),
                     h2o_scores: h2o.map_or(&[][..], |a| &a[i][..]),

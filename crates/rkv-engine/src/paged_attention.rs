@@ -16,25 +16,41 @@ use rkv_model::{Attention, AttentionShape};
 
 use crate::kv_store::{KvBuf, KvStore};
 
-/// Raw logits of the observation window's queries over the compression candidates, kept
-/// across the steps that produce them. One buffer per (layer, KV head):
-/// `[group, window, candidates]`.
+/// The observation window's logits over the compression candidates, kept across the steps
+/// that produce them, already reduced over each GQA group: row `r`, candidate `j` holds the
+/// maximum over the group's query heads of the raw logit (DESIGN.md §2, importance step 1,
+/// takes that maximum before anything else, so it is all the policies need; the group's
+/// heads are never stored, which keeps this buffer `group` times smaller).
+/// One buffer per (layer, KV head): `[window, candidates]`.
 #[derive(Debug, Clone)]
 pub struct WindowLogits {
     pub window: usize,
     pub candidates: usize,
-    pub group: usize,
-    pub data: Vec<Vec<f32>>, // [n_layers * n_kv_heads] of [group, window, candidates]
+    pub data: Vec<Vec<f32>>, // [n_layers * n_kv_heads] of [window, candidates]
 }
 
 impl WindowLogits {
     pub fn new(shape: &AttentionShape, window: usize, candidates: usize) -> Self {
-        let g = shape.group();
         Self {
             window,
             candidates,
-            group: g,
-            data: vec![vec![0f32; g * window * candidates]; shape.n_layers * shape.n_kv_heads],
+            data: vec![vec![0f32; window * candidates]; shape.n_layers * shape.n_kv_heads],
+        }
+    }
+}
+
+/// `dst = src` for the group's first query head, then the maximum with each later head's
+/// `src`, by the rule of `rkv_core::policy::importance::group_max` (a NaN stays visible),
+/// in the same head order, so the result is bit-identical to reducing all heads at once.
+#[inline]
+fn group_max_into(dst: &mut [f32], src: &[f32], first_head: bool) {
+    if first_head {
+        dst.copy_from_slice(src);
+    } else {
+        for (o, &x) in dst.iter_mut().zip(src) {
+            if x > *o || x.is_nan() {
+                *o = x;
+            }
         }
     }
 }
@@ -385,15 +401,14 @@ impl Attention for PagedAttention<'_> {
                     if t >= spec.from_token {
                         let wrow = spec.first_row + t - spec.from_token;
                         let cand = win.candidates;
-                        let dst = &mut win.data[layer * n_kv_heads + h]
-                            [(gi * win.window + wrow) * cand..][..cand];
+                        let dst = &mut win.data[layer * n_kv_heads + h][wrow * cand..][..cand];
                         for p in i..j {
                             let (_, _, _, c0, c1) = tasks[p];
                             let n = c1 - c0;
                             let hi = c1.min(cand);
                             if hi > c0 {
-                                dst[c0..hi]
-                                    .copy_from_slice(&partials[p].logits[gi * n..gi * n + hi - c0]);
+                                let src = &partials[p].logits[gi * n..gi * n + hi - c0];
+                                group_max_into(&mut dst[c0..hi], src, gi == 0);
                             }
                         }
                     }

@@ -31,7 +31,8 @@ pub struct HeadObservation<'a> {
     pub head_dim: usize,
     /// `[L, d]` post-RoPE keys of this KV head (R-KV only; else may be empty).
     pub keys: &'a [f32],
-    /// `g`: query heads per KV head.
+    /// `g`: query heads per KV head in `window_logits` (1 when the caller already took the
+    /// maximum over the group, which is all importance uses: the engine does, as it captures).
     pub group: usize,
     /// `w` (must equal the config's window).
     pub window: usize,
