@@ -18,6 +18,9 @@ const LANES: usize = 16;
 /// Lanes of the f64 dot products' partial sums.
 const LANES_F64: usize = 8;
 
+/// How many of the newest candidates [`CosineRows::latest_matches`] takes one at a time.
+const SINGLE: usize = 2;
+
 /// Candidates whose entries [`CosineRows::latest_match`] computes together.
 const BLOCK: usize = 4;
 
@@ -372,9 +375,15 @@ impl CosineRows<'_> {
         // Most rows match one of the first few candidates: narrow blocks first, so that
         // little is computed past the hits.
         let mut at = 0;
+        // The newest candidates one at a time against every pending row (most rows stop
+        // at the first): four rows share each load of the candidate and one reduction.
+        while at < SINGLE && at < count && !pending.is_empty() {
+            self.match_one(top - 1 - at, &mut pending, &mut out);
+            at += 1;
+        }
         while !pending.is_empty() {
             let rest = count - at;
-            if at < 2 * FIRST_BLOCK && rest >= FIRST_BLOCK {
+            if at < SINGLE + 2 * FIRST_BLOCK && rest >= FIRST_BLOCK {
                 let js: [usize; FIRST_BLOCK] = std::array::from_fn(|k| top - 1 - at - k);
                 self.match_block(js, &mut pending, &mut buf, &mut out);
                 at += FIRST_BLOCK;
@@ -392,6 +401,40 @@ impl CosineRows<'_> {
                 return;
             }
         }
+    }
+
+    /// The first steps of [`Self::latest_matches`]: the entry of every pending row with
+    /// candidate `j`, four rows per [`dots`] call; rows with a match are resolved and leave
+    /// `pending` (`dot(c, row) == dot(row, c)` bit for bit, so the entries are
+    /// [`Self::entry`]'s).
+    #[inline(always)]
+    fn match_one(&self, j: usize, pending: &mut Vec<usize>, out: &mut Resolved<'_>) {
+        let c = self.row(j);
+        let mut still = 0;
+        let n = pending.len();
+        let quads = n - n % 4;
+        let mut keep = |i: usize, d: f32, pending: &mut Vec<usize>| {
+            let v = self.entry_from_dot(i, j, d);
+            if v > out.threshold {
+                out.set(i, j, v);
+            } else {
+                // `still` never passes the rows not yet read.
+                pending[still] = i;
+                still += 1;
+            }
+        };
+        for p in (0..quads).step_by(4) {
+            let is: [usize; 4] = std::array::from_fn(|k| pending[p + k]);
+            let d = dots(c, is.map(|i| self.row(i)));
+            for (&i, d) in is.iter().zip(d) {
+                keep(i, d, pending);
+            }
+        }
+        for p in quads..n {
+            let i = pending[p];
+            keep(i, dot(c, self.row(i)), pending);
+        }
+        pending.truncate(still);
     }
 
     /// One step of [`Self::latest_matches`]: the entries of every pending row against the
