@@ -299,6 +299,76 @@ mod tests {
     }
 
     #[test]
+    fn compact_keeps_every_kept_row_across_blocks_and_leaves_other_heads() {
+        // 17 slots in blocks of 3; keep patterns whose kept runs start, end and cross
+        // block boundaries on either side.
+        let mut patterns: Vec<Vec<usize>> = vec![
+            (0..17).collect(),
+            (1..17).collect(),
+            (0..17).filter(|i| i % 3 != 1).collect(),
+            vec![2, 3, 4, 5, 6, 7, 8, 16],
+            vec![0, 1, 5, 6, 7, 8, 9, 10, 11, 12, 15],
+            vec![16],
+            vec![],
+        ];
+        let mut x = 12345u64;
+        for _ in 0..20 {
+            patterns.push(
+                (0..17)
+                    .filter(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        !(x >> 33).is_multiple_of(5)
+                    })
+                    .collect(),
+            );
+        }
+        for dtype in [KvDtype::F16, KvDtype::F32] {
+            for keep in &patterns {
+                let mut s = store(dtype);
+                let mut t = BlockTable::new();
+                s.reserve(&mut t, 17).unwrap();
+                let blocks = t.blocks().to_vec();
+                for layer in 0..2 {
+                    for head in 0..2 {
+                        for slot in 0..17 {
+                            let tag = (100 * layer + 10 * head + slot) as f32;
+                            let k = [tag, tag + 0.5, tag + 0.25, tag + 0.125];
+                            let v = k.map(|e| -e);
+                            s.write_slot(&blocks, layer, head, slot, 1000 + slot as u32, &k, &v);
+                        }
+                    }
+                }
+                s.compact(&blocks, 1, 0, keep);
+                for layer in 0..2 {
+                    for head in 0..2 {
+                        let moved = (layer, head) == (1, 0);
+                        let rows: Vec<usize> = if moved {
+                            keep.clone()
+                        } else {
+                            (0..17).collect()
+                        };
+                        let keys = read_keys(&s, &blocks, layer, head, rows.len());
+                        for (i, &src) in rows.iter().enumerate() {
+                            let tag = (100 * layer + 10 * head + src) as f32;
+                            assert_eq!(
+                                keys[4 * i..4 * i + 4],
+                                [tag, tag + 0.5, tag + 0.25, tag + 0.125]
+                            );
+                            assert_eq!(s.position(&blocks, layer, head, i), 1000 + src as u32);
+                            let at = s.layout.elem_offset(blocks[i / 3], layer, head, i % 3);
+                            let mut v = [0.0f32; 4];
+                            s.values.read(at, &mut v);
+                            assert_eq!(v, [-tag, -tag - 0.5, -tag - 0.25, -tag - 0.125]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn bytes_per_block_counts_keys_and_values() {
         assert_eq!(store(KvDtype::F16).bytes_per_block(), 2 * 2 * 2 * 3 * 4 * 2);
         assert_eq!(store(KvDtype::F32).bytes_per_block(), 2 * 2 * 2 * 3 * 4 * 4);
