@@ -153,13 +153,11 @@ pub fn engine_config(
     compression: CompressionConfig,
     max_slots: usize,
 ) -> EngineConfig {
-    let cfg = EngineConfig {
+    let default = EngineConfig::default();
+    EngineConfig {
         kv_dtype,
         compression,
-        ..EngineConfig::default()
-    };
-    EngineConfig {
-        kv_blocks: max_slots.div_ceil(cfg.block_size) + 1,
-        ..cfg
+        kv_blocks: max_slots.div_ceil(default.block_size) + 1,
+        ..default
     }
 }

@@ -12,6 +12,7 @@ use half::f16;
 use half::slice::HalfBitsSliceExt;
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockId;
+use rkv_core::policy::importance::max_into;
 use rkv_model::{Attention, AttentionShape};
 
 use crate::kv_store::{KvBuf, KvStore};
@@ -24,7 +25,6 @@ use crate::kv_store::{KvBuf, KvStore};
 /// One buffer per (layer, KV head): `[window, candidates]`.
 #[derive(Debug, Clone)]
 pub struct WindowLogits {
-    pub window: usize,
     pub candidates: usize,
     pub data: Vec<Vec<f32>>, // [n_layers * n_kv_heads] of [window, candidates]
 }
@@ -32,25 +32,8 @@ pub struct WindowLogits {
 impl WindowLogits {
     pub fn new(shape: &AttentionShape, window: usize, candidates: usize) -> Self {
         Self {
-            window,
             candidates,
             data: vec![vec![0f32; window * candidates]; shape.n_layers * shape.n_kv_heads],
-        }
-    }
-}
-
-/// `dst = src` for the group's first query head, then the maximum with each later head's
-/// `src`, by the rule of `rkv_core::policy::importance::group_max` (a NaN stays visible),
-/// in the same head order, so the result is bit-identical to reducing all heads at once.
-#[inline]
-fn group_max_into(dst: &mut [f32], src: &[f32], first_head: bool) {
-    if first_head {
-        dst.copy_from_slice(src);
-    } else {
-        for (o, &x) in dst.iter_mut().zip(src) {
-            if x > *o || x.is_nan() {
-                *o = x;
-            }
         }
     }
 }
@@ -408,7 +391,13 @@ impl Attention for PagedAttention<'_> {
                             let hi = c1.min(cand);
                             if hi > c0 {
                                 let src = &partials[p].logits[gi * n..gi * n + hi - c0];
-                                group_max_into(&mut dst[c0..hi], src, gi == 0);
+                                // The group's first head starts the maximum (importance's
+                                // own rule, in the same head order: bit-identical).
+                                if gi == 0 {
+                                    dst[c0..hi].copy_from_slice(src);
+                                } else {
+                                    max_into(&mut dst[c0..hi], src);
+                                }
                             }
                         }
                     }

@@ -351,9 +351,9 @@ impl CosineRows<'_> {
     /// [`Self::latest_match`] of many rows against one candidate range: for each row `i` of
     /// `rows`, the largest `j` of `candidates` with `S[i][j] > threshold` is written to
     /// `latest[i]`, its entry to `entry[i]`; rows without a match are left untouched.
-    /// The entries of all still unresolved rows against a
-    /// block of candidates are computed in one branch-free sweep, then the rows are
-    /// resolved; the decisions are those of one [`Self::entry`] at a time.
+    /// The entries of all still unresolved rows against a candidate (or a block of them)
+    /// are computed in one branch-free sweep, then the rows are resolved; the decisions
+    /// are those of one [`Self::entry`] at a time.
     pub fn latest_matches(
         &self,
         rows: Range<usize>,
@@ -372,11 +372,10 @@ impl CosineRows<'_> {
         };
         // Candidates from the top down: the k-th is `top - 1 - k`.
         let (top, count) = (candidates.end, candidates.len());
-        // Most rows match one of the first few candidates: narrow blocks first, so that
-        // little is computed past the hits.
+        // Most rows match one of the first few candidates: the newest one at a time
+        // against every pending row (four rows share each load of the candidate and one
+        // reduction), then narrow blocks, so that little is computed past the hits.
         let mut at = 0;
-        // The newest candidates one at a time against every pending row (most rows stop
-        // at the first): four rows share each load of the candidate and one reduction.
         while at < SINGLE && at < count && !pending.is_empty() {
             self.match_one(top - 1 - at, &mut pending, &mut out);
             at += 1;

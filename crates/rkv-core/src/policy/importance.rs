@@ -17,14 +17,21 @@ pub fn group_max(logits: &[f32], group: usize, window: usize, n: usize) -> Vec<f
         let Some(src) = logits.get(head * plane..(head + 1) * plane) else {
             break;
         };
-        for (o, &x) in out.iter_mut().zip(src) {
-            // `f32::max` ignores NaN; keep NaN visible instead.
-            if x > *o || x.is_nan() {
-                *o = x;
-            }
-        }
+        max_into(&mut out, src);
     }
     out
+}
+
+/// `acc[j] = max(acc[j], x[j])`, the rule of [`group_max`]: `f32::max` ignores NaN, this
+/// keeps NaN visible. Callers that reduce a group themselves (the engine, as it captures
+/// the window) use it so their result is bit-identical.
+#[inline]
+pub fn max_into(acc: &mut [f32], x: &[f32]) {
+    for (o, &v) in acc.iter_mut().zip(x) {
+        if v > *o || v.is_nan() {
+            *o = v;
+        }
+    }
 }
 
 /// In-place softmax in f32: subtract the max, exponentiate, divide by the sum.

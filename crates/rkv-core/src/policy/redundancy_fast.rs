@@ -294,10 +294,10 @@ impl FastRedundancy<'_> {
             latest_entry.push(self.zeroed_entry[i]);
         }
         let mut key_sum = self.key_sum.clone();
-        for (e, &idx) in new_index.iter().enumerate() {
+        let rows = self.keys.chunks_exact(self.dim).zip(&self.inv_norm);
+        for ((key, &inv), &idx) in rows.zip(&new_index) {
             if idx == NO_MATCH {
-                let key = &self.keys[e * self.dim..(e + 1) * self.dim];
-                accumulate(&mut key_sum, key, self.inv_norm[e], -1.0);
+                accumulate(&mut key_sum, key, inv, -1.0);
             }
         }
         state.inv_norm = kept.iter().map(|&i| self.inv_norm[i]).collect();
