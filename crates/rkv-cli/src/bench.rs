@@ -86,6 +86,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();
         let mut tps = Vec::with_capacity(a.repeat);
         let mut event_ms = Vec::with_capacity(a.repeat);
+        let mut compact_ms = Vec::with_capacity(a.repeat);
         let mut compressions = 0;
         let mut kv_bytes = 0;
         for _ in 0..a.repeat {
@@ -101,12 +102,15 @@ fn decode(a: DecodeArgs) -> Result<()> {
             compressions = out.stats.compressions;
             if compressions > 0 {
                 event_ms.push(out.stats.seconds_per_compression() * 1e3);
+                compact_ms.push(out.stats.compact_seconds_per_compression() * 1e3);
             }
             kv_bytes = out.stats.kv_bytes_peak;
         }
         let (med, min, max) = stats(&mut tps);
         // Mean time of one compression event (all layers and heads) per repeat.
         let events = (!event_ms.is_empty()).then(|| stats(&mut event_ms));
+        // Of which compaction (moving kept slots, freeing blocks): shared by every policy.
+        let compaction = (!compact_ms.is_empty()).then(|| stats(&mut compact_ms));
         let row = json!({
             "bench": "decode",
             "model": model_name,
@@ -120,6 +124,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
             "decode_tokens_per_s": {"median": med, "min": min, "max": max},
             "compressions": compressions,
             "compress_ms_per_event": events.map(|(m, lo, hi)| json!({"median": m, "min": lo, "max": hi})),
+            "compact_ms_per_event": compaction.map(|(m, lo, hi)| json!({"median": m, "min": lo, "max": hi})),
             "kv_bytes_peak": kv_bytes,
             "peak_rss_bytes": peak_rss_bytes(),
         });
@@ -130,9 +135,10 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 "depth {depth:>6}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {} x {} tokens, kv_bytes_peak {kv_bytes}",
                 a.repeat, a.tokens
             );
-            if let Some((m, lo, hi)) = events {
+            if let (Some((m, lo, hi)), Some((cm, clo, chi))) = (events, compaction) {
                 println!(
-                    "              {compressions} compressions, {m:.2} ms per event (min {lo:.2}, max {hi:.2})"
+                    "              {compressions} compressions, {m:.2} ms per event (min {lo:.2}, max {hi:.2}), \
+                     of which compaction {cm:.2} ms (min {clo:.2}, max {chi:.2})"
                 );
             }
         }

@@ -115,6 +115,7 @@ fn report(out: &GenerationOutput, json: bool) {
                 "kv_slots_peak": s.kv_slots_peak,
                 "compressions": s.compressions,
                 "compress_seconds": s.compress_seconds,
+                "compact_seconds": s.compact_seconds,
                 "evicted_tokens": s.evicted_tokens,
             }
         });

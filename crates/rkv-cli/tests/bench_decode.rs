@@ -40,6 +40,11 @@ fn bench_decode_reports_compression_events() {
         ev["max"].as_f64().unwrap_or(-1.0),
     );
     assert!(min > 0.0 && min <= med && med <= max, "{row}");
+    // Compaction is a part of each event.
+    let compact = row["compact_ms_per_event"]["median"]
+        .as_f64()
+        .unwrap_or(-1.0);
+    assert!(compact > 0.0 && compact < med, "{row}");
     assert!(row["decode_tokens_per_s"]["median"].as_f64().unwrap_or(0.0) > 0.0);
     // FullKV never compresses: no event time.
     let (code, out, err) = rkv(&[
@@ -51,4 +56,5 @@ fn bench_decode_reports_compression_events() {
         serde_json::from_str(out.lines().next().unwrap_or_default()).expect("JSON");
     assert_eq!(row["compressions"], 0, "{row}");
     assert!(row["compress_ms_per_event"].is_null(), "{row}");
+    assert!(row["compact_ms_per_event"].is_null(), "{row}");
 }

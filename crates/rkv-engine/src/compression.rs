@@ -7,6 +7,8 @@
 //! sequence's own blocks, return the freed tail blocks.
 //! Must not know: the policies' maths (rkv-core), models, HTTP.
 
+use std::time::Instant;
+
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockTable;
 use rkv_core::config::{CompressionConfig, PolicyKind};
@@ -16,6 +18,16 @@ use rkv_model::AttentionShape;
 use crate::error::{EngineError, Result};
 use crate::kv_store::KvStore;
 use crate::paged_attention::{CaptureSpec, Segment, WindowLogits};
+
+/// What one call of [`SeqCompression::maybe_compress`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CompressionOutcome {
+    /// Slots evicted per (layer, head); 0 when the schedule did not compress.
+    pub evicted: usize,
+    /// Wall time spent moving the kept slots and freeing blocks (the part of the event
+    /// every scored policy shares; the rest is scoring and selection).
+    pub compact_seconds: f64,
+}
 
 pub struct SeqCompression {
     cfg: CompressionConfig,
@@ -143,11 +155,16 @@ impl SeqCompression {
     }
 
     /// Compresses the sequence's cache of `table.len()` slots to the budget if the
-    /// schedule says so. Returns the number of slots evicted per (layer, head).
-    pub fn maybe_compress(&mut self, store: &mut KvStore, table: &mut BlockTable) -> Result<usize> {
+    /// schedule says so: every (layer, head) is scored and selects its kept slots, then
+    /// the kept slots are compacted.
+    pub fn maybe_compress(
+        &mut self,
+        store: &mut KvStore,
+        table: &mut BlockTable,
+    ) -> Result<CompressionOutcome> {
         let len = table.len();
         if !self.cfg.should_compress(len) {
-            return Ok(0);
+            return Ok(CompressionOutcome::default());
         }
         let (nkv, d, w) = (self.shape.n_kv_heads, self.shape.head_dim, self.cfg.window);
         let win = self.window.take();
@@ -187,6 +204,7 @@ impl SeqCompression {
             })
             .collect();
         let new_len = cfg.len_after_compression(len);
+        let compacting = Instant::now();
         for (i, keep) in keeps.into_iter().enumerate() {
             let keep = keep.map_err(EngineError::Config)?;
             if keep.len() != new_len {
@@ -203,6 +221,9 @@ impl SeqCompression {
             }
         }
         store.truncate(table, new_len)?;
-        Ok(len - new_len)
+        Ok(CompressionOutcome {
+            evicted: len - new_len,
+            compact_seconds: compacting.elapsed().as_secs_f64(),
+        })
     }
 }

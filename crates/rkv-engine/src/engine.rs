@@ -281,13 +281,14 @@ impl Engine {
                 continue;
             }
             let tc = Instant::now();
-            let evicted = s
+            let done = s
                 .compression
                 .maybe_compress(&mut self.store, &mut s.table)?;
-            if evicted > 0 {
+            if done.evicted > 0 {
                 s.stats.compressions += 1;
-                s.stats.evicted_tokens += evicted;
+                s.stats.evicted_tokens += done.evicted;
                 s.stats.compress_seconds += tc.elapsed().as_secs_f64();
+                s.stats.compact_seconds += done.compact_seconds;
             }
             let lg = &logits[row * vocab..(row + 1) * vocab];
             row += 1;

@@ -47,6 +47,9 @@ pub struct SeqStats {
     /// Wall time spent in this sequence's compressions (scoring, selection, compaction);
     /// also counted in the prefill/decode time of the steps they ran in.
     pub compress_seconds: f64,
+    /// The part of `compress_seconds` spent compacting (moving the kept slots, freeing
+    /// blocks); the rest is scoring and selection.
+    pub compact_seconds: f64,
     /// Tokens evicted over all compressions (per layer and head; all heads evict alike).
     pub evicted_tokens: usize,
     /// Largest resident slot count of any layer/head.
@@ -66,6 +69,15 @@ impl SeqStats {
             0.0
         } else {
             self.compress_seconds / self.compressions as f64
+        }
+    }
+
+    /// Mean wall time of one event's compaction, 0 without any compression.
+    pub fn compact_seconds_per_compression(&self) -> f64 {
+        if self.compressions == 0 {
+            0.0
+        } else {
+            self.compact_seconds / self.compressions as f64
         }
     }
 

@@ -122,8 +122,8 @@ impl Engine {
                 stats.kv_slots_peak = stats.kv_slots_peak.max(table.len());
                 pos += n;
                 if final_append {
-                    let evicted = compression.maybe_compress(&mut this.store, table)?;
-                    if evicted > 0 {
+                    let done = compression.maybe_compress(&mut this.store, table)?;
+                    if done.evicted > 0 {
                         stats.compressions += 1;
                     }
                 }

@@ -46,11 +46,14 @@ fn compressed_generation_stays_within_budget_plus_buffer() {
     assert!(rkv.compressions >= 14, "{rkv:?}");
     // Compression time is measured, and charged to the steps it delayed.
     assert!(rkv.compress_seconds > 0.0, "{rkv:?}");
+    assert!(rkv.compact_seconds > 0.0, "{rkv:?}");
+    assert!(rkv.compact_seconds < rkv.compress_seconds, "{rkv:?}");
     assert!(
         rkv.prefill_seconds + rkv.decode_seconds >= rkv.compress_seconds,
         "{rkv:?}"
     );
     assert_eq!(full.compress_seconds, 0.0, "{full:?}");
+    assert_eq!(full.compact_seconds, 0.0, "{full:?}");
     let ratio = rkv.kv_bytes_peak as f64 / full.kv_bytes_peak as f64;
     eprintln!(
         "kv_bytes_peak: rkv {} / full {} = {ratio:.3}",

@@ -273,7 +273,8 @@ fn run_engine(s: &Stream, prompt_chunks: &[usize], check_attention: bool) -> Run
                         s.name,
                         start + n_new - 1
                     )
-                });
+                })
+                .evicted;
             if evicted > 0 {
                 assert_eq!(evicted, len - cfg.budget, "{}: evicted count", s.name);
                 assert_eq!(
