@@ -7,43 +7,50 @@
 //!
 //! Must not know: how scores are made, keys, the schedule.
 
-use std::cmp::Ordering;
-
-/// Ranking order: larger score first, ties to the lower index, NaN after everything.
+/// A key whose ascending order is the ranking: larger score first, NaN after everything
+/// (below -inf), equal scores (`-0.0 == 0.0`) equal. Ties are then broken by the index.
 #[inline]
-fn rank(score: &[f64], a: usize, b: usize) -> Ordering {
-    let key = |i: usize| {
-        let v = score[i];
-        if v.is_nan() {
-            f64::NEG_INFINITY
-        } else {
-            v
-        }
-    };
-    let (sa, sb) = (key(a), key(b));
-    match sb.partial_cmp(&sa) {
-        Some(Ordering::Equal) | None => {
-            // Equal scores (or both NaN): NaN below -inf, then index.
-            let (na, nb) = (score[a].is_nan(), score[b].is_nan());
-            na.cmp(&nb).then(a.cmp(&b))
-        }
-        Some(o) => o,
+fn rank_key(v: f64) -> u64 {
+    if v.is_nan() {
+        return u64::MAX;
     }
+    // +0.0 for both zeros, so that they tie as `==` says.
+    let bits = (v + 0.0).to_bits();
+    // Ascending in `v` as unsigned integers: negative numbers reversed, positive above.
+    let ascending = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    // Descending, and never `u64::MAX` (-inf maps to `!0x000F_FFFF_FFFF_FFFF`).
+    !ascending
 }
 
 /// Indices of the `k` largest scores (ties to the lower index), ascending.
 /// `k >= score.len()` keeps every index.
 pub fn top_k(score: &[f64], k: usize) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..score.len()).collect();
-    if k < idx.len() {
-        if k == 0 {
-            return Vec::new();
-        }
-        idx.select_nth_unstable_by(k - 1, |&a, &b| rank(score, a, b));
-        idx.truncate(k);
+    let n = score.len();
+    if k >= n {
+        return (0..n).collect();
     }
-    idx.sort_unstable();
-    idx
+    if k == 0 {
+        return Vec::new();
+    }
+    // Integer keys with the index: a total order, compared without branches on floats.
+    let mut ranked: Vec<(u64, usize)> = score
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (rank_key(v), i))
+        .collect();
+    ranked.select_nth_unstable(k - 1);
+    let mut kept = vec![false; n];
+    for &(_, i) in &ranked[..k] {
+        kept[i] = true;
+    }
+    kept.iter()
+        .enumerate()
+        .filter_map(|(i, &keep)| keep.then_some(i))
+        .collect()
 }
 
 /// Keep the top `budget - window` of the `score.len()` candidates plus the `window`
@@ -89,6 +96,69 @@ mod tests {
         // 5 candidates, window 3, budget 5: two best candidates plus slots 5..8.
         let kept = top_k_plus_window(&[0.0, 5.0, 1.0, 4.0, 3.0], 5, 3);
         assert_eq!(kept, vec![1, 3, 5, 6, 7]);
+    }
+
+    /// The ranking spelled out as a comparator: the reference `top_k` must agree with.
+    fn top_k_by_sorting(score: &[f64], k: usize) -> Vec<usize> {
+        use std::cmp::Ordering;
+        let key = |i: usize| {
+            let v = score[i];
+            if v.is_nan() {
+                f64::NEG_INFINITY
+            } else {
+                v
+            }
+        };
+        let mut idx: Vec<usize> = (0..score.len()).collect();
+        idx.sort_by(|&a, &b| match key(b).partial_cmp(&key(a)) {
+            Some(Ordering::Equal) | None => {
+                let (na, nb) = (score[a].is_nan(), score[b].is_nan());
+                na.cmp(&nb).then(a.cmp(&b))
+            }
+            Some(o) => o,
+        });
+        idx.truncate(k);
+        idx.sort_unstable();
+        idx
+    }
+
+    #[test]
+    fn zeros_of_both_signs_tie() {
+        let s = [-0.0, 0.0, -0.0, 1.0];
+        assert_eq!(top_k(&s, 2), vec![0, 3]);
+        assert_eq!(top_k(&s, 3), vec![0, 1, 3]);
+        let s = [
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+        ];
+        assert_eq!(top_k(&s, 2), vec![0, 2]);
+        assert_eq!(top_k(&s, 3), vec![0, 2, 3]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn agrees_with_the_comparator(
+            // Few distinct values (ties) with NaN, infinities and both zeros mixed in.
+            picks in proptest::collection::vec(0usize..12, 0..300),
+            k in 0usize..320,
+        ) {
+            let values = [
+                f64::NAN, f64::NEG_INFINITY, f64::INFINITY, -0.0, 0.0, 1e-300, -1e-300,
+                0.5, -0.5, 2.0, 3.25, -7.0,
+            ];
+            let score: Vec<f64> = picks.iter().map(|&p| values[p]).collect();
+            proptest::prop_assert_eq!(top_k(&score, k), top_k_by_sorting(&score, k));
+        }
+
+        #[test]
+        fn agrees_with_the_comparator_on_distinct_scores(
+            score in proptest::collection::vec(-1e3f64..1e3, 0..2000),
+            k in 0usize..2100,
+        ) {
+            proptest::prop_assert_eq!(top_k(&score, k), top_k_by_sorting(&score, k));
+        }
     }
 
     #[test]
