@@ -56,6 +56,11 @@ fn stats(xs: &mut [f64]) -> (f64, f64, f64) {
     (med, xs[0], xs[n - 1])
 }
 
+/// [`stats`] as JSON.
+fn summary_json((median, min, max): (f64, f64, f64)) -> serde_json::Value {
+    json!({"median": median, "min": min, "max": max})
+}
+
 fn decode(a: DecodeArgs) -> Result<()> {
     if a.tokens == 0 || a.repeat == 0 || a.depths.is_empty() {
         bail!("--tokens, --repeat and --depths must be non-empty and positive");
@@ -121,10 +126,10 @@ fn decode(a: DecodeArgs) -> Result<()> {
             "repeat": a.repeat,
             "policy": a.kv.kv_policy,
             "budget": a.kv.kv_budget,
-            "decode_tokens_per_s": {"median": med, "min": min, "max": max},
+            "decode_tokens_per_s": summary_json((med, min, max)),
             "compressions": compressions,
-            "compress_ms_per_event": events.map(|(m, lo, hi)| json!({"median": m, "min": lo, "max": hi})),
-            "compact_ms_per_event": compaction.map(|(m, lo, hi)| json!({"median": m, "min": lo, "max": hi})),
+            "compress_ms_per_event": events.map(summary_json),
+            "compact_ms_per_event": compaction.map(summary_json),
             "kv_bytes_peak": kv_bytes,
             "peak_rss_bytes": peak_rss_bytes(),
         });

@@ -65,19 +65,20 @@ impl SeqStats {
 
     /// Mean wall time of one compression event (all layers and heads), 0 without any.
     pub fn seconds_per_compression(&self) -> f64 {
-        if self.compressions == 0 {
-            0.0
-        } else {
-            self.compress_seconds / self.compressions as f64
-        }
+        self.per_compression(self.compress_seconds)
     }
 
     /// Mean wall time of one event's compaction, 0 without any compression.
     pub fn compact_seconds_per_compression(&self) -> f64 {
+        self.per_compression(self.compact_seconds)
+    }
+
+    /// `seconds` spread over the compressions, 0 without any.
+    fn per_compression(&self, seconds: f64) -> f64 {
         if self.compressions == 0 {
             0.0
         } else {
-            self.compact_seconds / self.compressions as f64
+            seconds / self.compressions as f64
         }
     }
 

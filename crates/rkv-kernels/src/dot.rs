@@ -127,9 +127,13 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     out[0]
 }
 
-/// Calls the AVX2 version of `$f` when built with AVX2/FMA/F16C, else the fallback.
+/// Calls the AVX2 function `$simd` when built with AVX2/FMA/F16C, else `fallback::$fb`
+/// (`$f` alone when both have the same name).
 macro_rules! dispatch {
-    ($f:ident($($arg:expr),*)) => {{
+    ($f:ident($($arg:expr),*)) => {
+        dispatch!($f, $f($($arg),*))
+    };
+    ($simd:ident, $fb:ident($($arg:expr),*)) => {{
         #[cfg(all(
             target_arch = "x86_64",
             target_feature = "avx2",
@@ -139,7 +143,7 @@ macro_rules! dispatch {
         // SAFETY: the target features this function needs are enabled for the
         // whole build (the cfg above), so the CPU running it has them.
         unsafe {
-            crate::dot_avx2::$f($($arg),*)
+            crate::dot_avx2::$simd($($arg),*)
         }
         #[cfg(not(all(
             target_arch = "x86_64",
@@ -147,7 +151,7 @@ macro_rules! dispatch {
             target_feature = "fma",
             target_feature = "f16c"
         )))]
-        fallback::$f($($arg),*)
+        fallback::$fb($($arg),*)
     }};
 }
 
@@ -156,7 +160,7 @@ macro_rules! dispatch {
 
 #[inline]
 pub(crate) fn q4_0_rows<const R: usize>(w: &[BlockQ4_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
-    dispatch!(q4_0_rows(w, y, out))
+    dispatch!(signed_rows, q4_0_rows(w, y, out))
 }
 
 #[inline]
@@ -166,7 +170,7 @@ pub(crate) fn q4_1_rows<const R: usize>(w: &[BlockQ4_1], y: &[BlockQ8_1], out: &
 
 #[inline]
 pub(crate) fn q8_0_rows<const R: usize>(w: &[BlockQ8_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
-    dispatch!(q8_0_rows(w, y, out))
+    dispatch!(signed_rows, q8_0_rows(w, y, out))
 }
 
 /// Multi-row kernels for builds without the SIMD path: `out[r]` is the dot

@@ -231,32 +231,3 @@ pub(crate) fn signed_rows<const R: usize, B: SignedQuants>(
         out[r] = hsum(acc[r]);
     }
 }
-
-/// [`signed_rows`] for Q4_0 weights.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C (this module is compiled only when they are
-/// enabled).
-#[inline]
-pub(crate) unsafe fn q4_0_rows<const R: usize>(
-    w: &[BlockQ4_0],
-    y: &[BlockQ8_0],
-    out: &mut [f32; R],
-) {
-    // SAFETY: the caller guarantees the target features.
-    unsafe { signed_rows(w, y, out) }
-}
-
-/// [`signed_rows`] for Q8_0 weights.
-///
-/// # Safety
-/// As [`q4_0_rows`].
-#[inline]
-pub(crate) unsafe fn q8_0_rows<const R: usize>(
-    w: &[BlockQ8_0],
-    y: &[BlockQ8_0],
-    out: &mut [f32; R],
-) {
-    // SAFETY: the caller guarantees the target features.
-    unsafe { signed_rows(w, y, out) }
-}
