@@ -9,4 +9,4 @@ pub mod config;
 pub mod policy;
 
 pub use config::{CompressionConfig, ConfigError, PolicyKind, StepPlan};
-pub use policy::{select_keep, HeadObservation, HeadState, PolicyError};
+pub use policy::{select_keep, HeadObservation, HeadState, KeyRows, PolicyError};

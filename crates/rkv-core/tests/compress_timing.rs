@@ -116,6 +116,7 @@ fn rkv_vs_snapkv_cpu_time() {
 #[ignore]
 fn rkv_components_best_of_n() {
     use rkv_core::policy::{importance::importance, redundancy_incremental, select};
+    use rkv_core::KeyRows;
     for budget in [1024usize] {
         for dim in [64usize, 128] {
             let s = setup(budget, dim, true);
@@ -125,9 +126,23 @@ fn rkv_components_best_of_n() {
             let imp = best_of(15, inner, || {
                 black_box(importance(&s.logits, 4, 8, n, s.cfg.kernel));
             });
-            let pass = redundancy_incremental(&s.keys, dim, s.cfg.threshold, 8, &s.state).unwrap();
+            let pass = redundancy_incremental(
+                KeyRows::flat_f32(&s.keys, dim),
+                s.cfg.threshold,
+                8,
+                &s.state,
+            )
+            .unwrap();
             let red = best_of(15, inner, || {
-                black_box(redundancy_incremental(&s.keys, dim, s.cfg.threshold, 8, &s.state).ok());
+                black_box(
+                    redundancy_incremental(
+                        KeyRows::flat_f32(&s.keys, dim),
+                        s.cfg.threshold,
+                        8,
+                        &s.state,
+                    )
+                    .ok(),
+                );
             });
             let kept = select::top_k_plus_window(&pass.redundancy, budget, 8);
             let topk = best_of(15, inner, || {

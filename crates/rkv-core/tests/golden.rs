@@ -6,7 +6,7 @@
 mod support;
 
 use rkv_core::policy::{score_head, select_keep_with, RedundancyPath};
-use rkv_core::{CompressionConfig, HeadObservation, HeadState, PolicyKind};
+use rkv_core::{CompressionConfig, HeadObservation, HeadState, KeyRows, PolicyKind};
 use support::{first_score_mismatch, golden_root, row, vector_files, window_logits, Case};
 
 /// Check one head's kept set against the README §4 rule. `ours` ascending.
@@ -113,7 +113,7 @@ fn run_select(case: &Case) -> Result<Vec<String>, String> {
         let obs = HeadObservation {
             len,
             head_dim: d,
-            keys: head_keys,
+            keys: KeyRows::flat_f32(head_keys, d),
             group: g,
             window: w,
             window_logits: &logits,
@@ -257,7 +257,7 @@ fn simulate(
                 let obs = HeadObservation {
                     len,
                     head_dim: d,
-                    keys: &keys,
+                    keys: KeyRows::flat_f32(&keys, d),
                     group: g,
                     window: w,
                     window_logits: &logits,

@@ -1,6 +1,7 @@
 //! The incremental redundancy path against the from-scratch oracle, across several
 //! consecutive compressions of one head (DESIGN.md §2 "Cost": any shortcut must produce
-//! exactly the oracle's kept sets).
+//! exactly the oracle's kept sets), and f16 keys read in place from a paged cache's runs
+//! against the same keys widened to flat f32 (bit for bit).
 //!
 //! Soundness: both paths share one cosine entry function, so every latest-similar-slot
 //! `r(i)` must agree exactly, and so must the state after each compression (checked
@@ -10,13 +11,14 @@
 //! be equal except where the oracle's own scores tie within 1e-6 relative at the
 //! boundary; there the fast set must still be a valid top-k of the oracle's scores.
 
+use half::f16;
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rkv_core::policy::{
-    redundancy_incremental, redundancy_oracle, score_head, select_keep_with, RedundancyPath,
+    redundancy_incremental, redundancy_oracle, score_head, select_keep_with, RedundancyPath, Rows,
 };
-use rkv_core::{CompressionConfig, HeadObservation, HeadState, PolicyKind};
+use rkv_core::{select_keep, CompressionConfig, HeadObservation, HeadState, KeyRows, PolicyKind};
 
 /// Keys with structure: cluster centres plus noise of varied size, repeated blocks
 /// (a run of earlier keys copied with small noise), and unrelated rows.
@@ -166,7 +168,7 @@ fn run(
         let obs = HeadObservation {
             len,
             head_dim: dim,
-            keys: &keys,
+            keys: KeyRows::flat_f32(&keys, dim),
             group: g,
             window,
             window_logits: &logits,
@@ -174,7 +176,7 @@ fn run(
         };
         let described = state.described();
         let oracle = redundancy_oracle(&keys, dim, threshold, window);
-        let fast = redundancy_incremental(&keys, dim, threshold, window, &state)
+        let fast = redundancy_incremental(KeyRows::flat_f32(&keys, dim), threshold, window, &state)
             .map_err(|e| e.to_string())?;
         let fast_latest = fast.latest();
         if fast_latest != oracle.latest {
@@ -285,5 +287,112 @@ fn larger_caches_match_oracle() {
         let s =
             run(seed, 64, 250, 64, 8, 0.5, 0.1, 4).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(s.compressions, 4);
+    }
+}
+
+/// The same head kept twice: once as flat f32 keys, once as f16 keys in runs of
+/// `run_len` rows (a paged cache's blocks, the last with spare rows), the f32 copy being
+/// the f16 keys widened. The two must agree exactly at every compression: every `r(i)`,
+/// every redundancy bit, every kept set (f16 widens to f32 exactly and both run the same
+/// arithmetic).
+fn run_paged(seed: u64, dim: usize, run_len: usize, n_comp: usize) -> Result<(), String> {
+    let (budget, buffer, window, threshold) = (40, 12, 4, 0.5);
+    let cfg = CompressionConfig {
+        policy: PolicyKind::RKv,
+        budget,
+        buffer,
+        window,
+        kernel: 3,
+        lambda: 0.1,
+        threshold,
+        sinks: 0,
+    };
+    let mut gen = KeyGen::new(seed, dim);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5A5A);
+    let mut resident: Vec<Vec<f16>> = Vec::new();
+    let (mut flat_state, mut paged_state) = (HeadState::new(), HeadState::new());
+    let widen =
+        |rows: &[Vec<f16>]| -> Vec<f32> { rows.iter().flatten().map(|x| x.to_f32()).collect() };
+    let to_half = |rows: Vec<Vec<f32>>| -> Vec<Vec<f16>> {
+        rows.into_iter()
+            .map(|r| r.into_iter().map(f16::from_f32).collect())
+            .collect()
+    };
+    resident.extend(to_half(gen.next_block(rng.gen_range(1..budget + buffer))));
+    let mut done = 0;
+    while done < n_comp {
+        if !cfg.should_compress(resident.len()) {
+            let n = rng.gen_range(1..4);
+            resident.extend(to_half(gen.next_block(n)));
+            continue;
+        }
+        let len = resident.len();
+        let flat = widen(&resident);
+        // Runs of `run_len` rows, the last padded with spare (never read) rows.
+        let mut blocks: Vec<Vec<f16>> = resident
+            .chunks(run_len)
+            .map(|c| c.iter().flatten().copied().collect())
+            .collect();
+        if let Some(last) = blocks.last_mut() {
+            last.resize(run_len * dim, f16::from_f32(9.0));
+        }
+        let runs: Vec<&[f16]> = blocks.iter().map(Vec::as_slice).collect();
+        let paged = KeyRows::F16(Rows::runs(&runs, run_len, len, dim).map_err(|e| e.to_string())?);
+        let logits: Vec<f32> = (0..window * (len - window))
+            .map(|_| rng.gen_range(-3.0f32..3.0))
+            .collect();
+        let a = redundancy_incremental(
+            KeyRows::flat_f32(&flat, dim),
+            threshold,
+            window,
+            &flat_state,
+        )
+        .map_err(|e| e.to_string())?;
+        let b = redundancy_incremental(paged, threshold, window, &paged_state)
+            .map_err(|e| e.to_string())?;
+        if a.latest() != b.latest() {
+            return Err(format!("compression {done}: r(i) differ"));
+        }
+        let bits = |r: &[f64]| r.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        if bits(&a.redundancy) != bits(&b.redundancy) {
+            return Err(format!("compression {done}: redundancy bits differ"));
+        }
+        let obs = |keys| HeadObservation {
+            len,
+            head_dim: dim,
+            keys,
+            group: 1,
+            window,
+            window_logits: &logits,
+            h2o_scores: &[],
+        };
+        let kept = select_keep(&cfg, &obs(KeyRows::flat_f32(&flat, dim)), &mut flat_state)
+            .map_err(|e| e.to_string())?;
+        let kept_paged =
+            select_keep(&cfg, &obs(paged), &mut paged_state).map_err(|e| e.to_string())?;
+        if kept != kept_paged {
+            return Err(format!("compression {done}: kept sets differ"));
+        }
+        if flat_state != paged_state {
+            return Err(format!("compression {done}: states differ"));
+        }
+        resident = kept.iter().map(|&i| resident[i].clone()).collect();
+        done += 1;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn f16_runs_match_flat_f32_exactly(
+        seed in any::<u64>(),
+        dim in prop::sample::select(vec![8usize, 16, 24, 64]),
+        run_len in prop::sample::select(vec![1usize, 2, 4, 16, 32]),
+        n_comp in 2usize..5,
+    ) {
+        let res = run_paged(seed, dim, run_len, n_comp);
+        prop_assert!(res.is_ok(), "{}", res.err().unwrap_or_default());
     }
 }

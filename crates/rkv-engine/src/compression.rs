@@ -12,11 +12,11 @@ use std::time::Instant;
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockTable;
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_core::policy::{select_keep, HeadObservation, HeadState};
+use rkv_core::policy::{select_keep, HeadObservation, HeadState, KeyRows, Rows};
 use rkv_model::AttentionShape;
 
 use crate::error::{EngineError, Result};
-use crate::kv_store::KvStore;
+use crate::kv_store::{KeyRuns, KvStore};
 use crate::paged_attention::{CaptureSpec, Segment, WindowLogits};
 
 /// What one call of [`SeqCompression::maybe_compress`] did.
@@ -180,16 +180,30 @@ impl SeqCompression {
         let needs_keys = cfg.policy == PolicyKind::RKv;
         let store_ref = &*store;
         let h2o = self.h2o.as_ref();
+        let bs = store.layout().block_size;
+        let runs_fit = bs.is_power_of_two();
         let keeps: Vec<std::result::Result<Vec<usize>, String>> = self
             .heads
             .par_iter_mut()
             .enumerate()
-            // One key buffer per worker, reused across heads (no allocation per head).
-            .map_init(Vec::new, |keys, (i, state)| {
+            // One key buffer per worker, reused across heads, for block sizes that are not
+            // a power of two; otherwise the keys are read where they lie.
+            .map_init(Vec::new, |flat, (i, state)| {
                 let (layer, head) = (i / nkv, i % nkv);
-                if needs_keys {
-                    store_ref.read_keys_into(&blocks, layer, head, len, keys);
+                let runs =
+                    (needs_keys && runs_fit).then(|| store_ref.key_runs(&blocks, layer, head, len));
+                if needs_keys && !runs_fit {
+                    store_ref.read_keys_into(&blocks, layer, head, len, flat);
                 }
+                let keys = match &runs {
+                    Some(KeyRuns::F16(r)) => {
+                        KeyRows::F16(Rows::runs(r, bs, len, d).map_err(|e| e.to_string())?)
+                    }
+                    Some(KeyRuns::F32(r)) => {
+                        KeyRows::F32(Rows::runs(r, bs, len, d).map_err(|e| e.to_string())?)
+                    }
+                    None => KeyRows::flat_f32(flat, d),
+                };
                 let obs = HeadObservation {
                     len,
                     head_dim: d,

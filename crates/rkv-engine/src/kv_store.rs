@@ -117,6 +117,12 @@ impl KvBuf {
     }
 }
 
+/// One (layer, head)'s key runs, borrowed from the store: `[blocks][block_size * head_dim]`.
+pub enum KeyRuns<'a> {
+    F16(Vec<&'a [f16]>),
+    F32(Vec<&'a [f32]>),
+}
+
 pub struct KvStore {
     layout: KvLayout,
     dtype: KvDtype,
@@ -213,6 +219,27 @@ impl KvStore {
         for (i, chunk) in out.chunks_mut(bs * d).enumerate() {
             let at = self.layout.elem_offset(blocks[i], layer, head, 0);
             self.keys.read(at, chunk);
+        }
+    }
+
+    /// The keys of slots `0..len` of (layer, head) where they lie: one run of
+    /// `block_size` rows per block, in the stored element type (nothing is copied).
+    pub fn key_runs<'a>(
+        &'a self,
+        blocks: &[BlockId],
+        layer: usize,
+        head: usize,
+        len: usize,
+    ) -> KeyRuns<'a> {
+        let (bs, d) = (self.layout.block_size, self.layout.head_dim);
+        let runs = blocks.iter().take(len.div_ceil(bs.max(1)));
+        let span = |&b: &BlockId| {
+            let at = self.layout.elem_offset(b, layer, head, 0);
+            at..at + bs * d
+        };
+        match &self.keys {
+            KvBuf::F16(k) => KeyRuns::F16(runs.map(|b| k[span(b)].reinterpret_cast()).collect()),
+            KvBuf::F32(k) => KeyRuns::F32(runs.map(|b| &k[span(b)]).collect()),
         }
     }
 

@@ -11,12 +11,14 @@
 //! - requests run concurrently give the same tokens and statistics as each alone;
 //! - a bad compression config is refused by `add_request`, naming the field;
 //! - a step that runs out of KV blocks changes no sequence (the others go on as alone);
+//! - R-KV reads the keys in place from the blocks (block sizes that are powers of two) or
+//!   gathers them (other sizes) with the same tokens and statistics, for f16 and f32 KV;
 //! - every request returns its KV blocks to the pool.
 
 mod tiny;
 
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_engine::{Engine, GenerationOutput, GenerationRequest, SamplingParams};
+use rkv_engine::{Engine, GenerationOutput, GenerationRequest, KvDtype, SamplingParams};
 use tiny::{random_prompt, TinyModel, KV_BLOCKS, SPECS};
 
 const BUDGET: usize = 32;
@@ -226,6 +228,36 @@ fn chunked_vs_one_shot(prompt_len: usize, chunk: usize, policies: &[PolicyKind])
             assert_eq!(a.token_ids, b.token_ids, "{tag}: tokens");
             assert_eq!(a.stats.compressions, b.stats.compressions, "{tag}");
             assert_eq!(a.stats.evicted_tokens, b.stats.evicted_tokens, "{tag}");
+        }
+    }
+}
+
+#[test]
+fn keys_read_in_place_match_keys_gathered() {
+    // 16 rows per block: R-KV reads the keys where they lie; 12: it gathers them first.
+    // Both see the same values, so every kept set, and so every token, must agree.
+    for (si, spec) in SPECS.iter().enumerate() {
+        let m = TinyModel::new(*spec, 500 + si as u64);
+        let prompt = random_prompt(70 + si as u64, PROMPT);
+        for dtype in [KvDtype::F16, KvDtype::F32] {
+            let tag = format!("{} {dtype:?}", spec.name);
+            let mut in_place = m.engine_with(256, dtype, 16);
+            let mut gathered = m.engine_with(256, dtype, 12);
+            let c = comp(PolicyKind::RKv, BUDGET);
+            let run = |e: &mut Engine, bs: usize| {
+                let out = e
+                    .generate(request(&prompt, MAX_TOKENS), Some(c), |_| {})
+                    .unwrap_or_else(|err| panic!("{tag} block size {bs}: {err}"));
+                assert_eq!(e.store().pool().n_free(), KV_BLOCKS, "{tag}: blocks back");
+                out
+            };
+            let a = run(&mut in_place, 16);
+            let b = run(&mut gathered, 12);
+            assert!(a.stats.compressions > 1, "{tag}: compressions");
+            assert_eq!(a.token_ids, b.token_ids, "{tag}: tokens");
+            assert_eq!(a.stats.compressions, b.stats.compressions, "{tag}");
+            assert_eq!(a.stats.evicted_tokens, b.stats.evicted_tokens, "{tag}");
+            assert_eq!(a.stats.kv_slots_peak, b.stats.kv_slots_peak, "{tag}");
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rkv_core::{select_keep, CompressionConfig, HeadObservation, HeadState};
+use rkv_core::{select_keep, CompressionConfig, HeadObservation, HeadState, KeyRows};
 
 const BUFFER: usize = 128;
 const WINDOW: usize = 8;
@@ -75,7 +75,7 @@ pub fn setup(budget: usize, dim: usize, structured: bool) -> Setup {
     let obs = HeadObservation {
         len,
         head_dim: dim,
-        keys: &first,
+        keys: KeyRows::flat_f32(&first, dim),
         group: GROUP,
         window: WINDOW,
         window_logits: &first_logits,
@@ -102,7 +102,7 @@ impl Setup {
         HeadObservation {
             len: self.keys.len() / self.dim,
             head_dim: self.dim,
-            keys: &self.keys,
+            keys: KeyRows::flat_f32(&self.keys, self.dim),
             group: GROUP,
             window: WINDOW,
             window_logits: &self.logits,

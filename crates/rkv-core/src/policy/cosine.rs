@@ -1,22 +1,20 @@
 //! The one definition of the redundancy's cosine entries `S[i][j]` (R-KV, arXiv
 //! 2505.24133, `cal_similarity` of Zefan-Cai/R-KV `rkv/utils.py`).
 //!
-//! Owns: the inverse norms `1 / (||k|| + 1e-8)` and the entry
-//! `S[i][j] = (k_i . k_j) * (inv_i * inv_j)` (the cosine of the normalised keys, computed
-//! without materialising them), with one fixed summation order. The oracle and the
-//! incremental path both call these, so every threshold decision `S[i][j] > threshold`
-//! is bit-identical between them and `S[i][j] == S[j][i]` exactly. The column sums
-//! reuse [`dots`] against the key sum.
+//! Owns: the entry `S[i][j] = (k_i . k_j) * (inv_i * inv_j)` (the cosine of the
+//! normalised keys, computed without materialising them, inverse norms
+//! `1 / (||k|| + 1e-8)`), with the fixed summation order of [`super::dot`], over keys
+//! stored in f32 or f16, flat or in runs ([`Rows`]), and the scans for the latest similar
+//! slot. The oracle and the incremental path both call these, so every threshold decision
+//! `S[i][j] > threshold` is bit-identical between them (and between f16 keys and their f32
+//! widening) and `S[i][j] == S[j][i]` exactly.
 //!
 //! Must not know: thresholds, column sums, selection, the schedule.
 
 use std::ops::Range;
 
-/// Lanes of the f32 dot product's partial sums (one AVX-512 register; a fixed order).
-const LANES: usize = 16;
-
-/// Lanes of the f64 dot products' partial sums.
-const LANES_F64: usize = 8;
+use super::dot::{dot, dots, dots2};
+use super::keys::{KeyElem, Rows};
 
 /// How many of the newest candidates [`CosineRows::latest_matches`] takes one at a time.
 const SINGLE: usize = 2;
@@ -27,277 +25,15 @@ const BLOCK: usize = 4;
 /// The narrower blocks [`CosineRows::latest_matches`] starts with (`BLOCK` divisible by it).
 const FIRST_BLOCK: usize = 2;
 
-/// Inverse norms `1 / (||k||_2 + 1e-8)` of `len` keys (norm accumulated in f64).
-///
-/// `keys`: `[len, dim]`. Returns `[len]`.
-pub fn inv_norms(keys: &[f32], dim: usize) -> Vec<f32> {
-    if dim == 0 {
-        return Vec::new();
-    }
-    keys.chunks_exact(dim).map(inv_norm).collect()
-}
-
-/// `1 / (||k||_2 + 1e-8)` of one key.
-#[inline]
-pub fn inv_norm(key: &[f32]) -> f32 {
-    1.0 / (dot_f64(key, key).sqrt() as f32 + 1e-8)
-}
-
-/// `a * b + c`: fused (one rounding) where the target has FMA, else two roundings. Either
-/// way one fixed function per build, symmetric in `a` and `b`.
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
-    allow(dead_code)
-)]
-#[inline(always)]
-fn madd(a: f32, b: f32, c: f32) -> f32 {
-    #[cfg(target_feature = "fma")]
-    {
-        a.mul_add(b, c)
-    }
-    #[cfg(not(target_feature = "fma"))]
-    {
-        a * b + c
-    }
-}
-
-/// The fixed reduction of the lane sums: a tree (16 -> 8 -> 4 -> 2 -> 1).
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
-    allow(dead_code)
-)]
-#[inline(always)]
-fn reduce(acc: &[f32; LANES]) -> f32 {
-    let mut v8 = [0.0f32; 8];
-    for (l, v) in v8.iter_mut().enumerate() {
-        *v = acc[l] + acc[l + 8];
-    }
-    let v4 = [v8[0] + v8[4], v8[1] + v8[5], v8[2] + v8[6], v8[3] + v8[7]];
-    let v2 = [v4[0] + v4[2], v4[1] + v4[3]];
-    v2[0] + v2[1]
-}
-
-/// The dot products of `a` with each of `bs` (each at least as long as `a`), every one
-/// in exactly [`dot`]'s order: lane `l` accumulates elements `l, l + LANES, ...` with
-/// [`madd`] (the tail as a partial block), then [`reduce`]. Computing several at once
-/// shares the loads of `a` and overlaps independent chains; the results are bit-identical
-/// to one [`dot`] each.
-#[inline(always)]
-pub fn dots<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
-    let bs = bs.map(|b| &b[..a.len()]);
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    {
-        // SAFETY: the target has AVX-512F; every `b` is exactly as long as `a`.
-        unsafe { avx512::dots(a, bs) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
-    {
-        dots_portable(a, bs)
-    }
-}
-
-/// [`dots`] for two rows `a0`, `a1` of equal length at once (each `b` is loaded once for
-/// both): `[dots(a0, bs), dots(a1, bs)]`, bit for bit.
-#[inline(always)]
-pub fn dots2<const N: usize>(a0: &[f32], a1: &[f32], bs: [&[f32]; N]) -> [[f32; N]; 2] {
-    let n = a0.len().min(a1.len());
-    let bs = bs.map(|b| &b[..n]);
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    {
-        // SAFETY: the target has AVX-512F; `a0`, `a1` and every `b` have length `n`.
-        unsafe { avx512::dots2(&a0[..n], &a1[..n], bs) }
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
-    {
-        [dots_portable(&a0[..n], bs), dots_portable(&a1[..n], bs)]
-    }
-}
-
-/// [`dots`] in plain Rust (every `b` exactly as long as `a`).
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
-    allow(dead_code)
-)]
-#[inline(always)]
-fn dots_portable<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
-    let mut acc = [[0.0f32; LANES]; N];
-    let mut chunks = a.chunks_exact(LANES);
-    let mut c = 0;
-    for ca in &mut chunks {
-        for (acc, b) in acc.iter_mut().zip(&bs) {
-            for ((s, &x), &y) in acc.iter_mut().zip(ca).zip(&b[c..c + LANES]) {
-                *s = madd(x, y, *s);
-            }
-        }
-        c += LANES;
-    }
-    let tail = chunks.remainder();
-    for (acc, b) in acc.iter_mut().zip(&bs) {
-        for ((s, &x), &y) in acc.iter_mut().zip(tail).zip(&b[c..]) {
-            *s = madd(x, y, *s);
-        }
-    }
-    acc.map(|acc| reduce(&acc))
-}
-
-/// [`dots`] on AVX-512F registers: the same arithmetic as [`dots_portable`] (one lane per
-/// register lane, fused multiply-add, the tail masked, the same reduction tree).
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-mod avx512 {
-    use super::LANES;
-    use std::arch::x86_64::*;
-
-    /// # Safety
-    /// The target must have AVX-512F and every `b` must be exactly as long as `a`.
-    #[inline(always)]
-    pub(super) unsafe fn dots<const N: usize>(a: &[f32], bs: [&[f32]; N]) -> [f32; N] {
-        let [acc] = accumulate::<N, 1>([a], bs);
-        reduce_all(acc)
-    }
-
-    /// # Safety
-    /// The target must have AVX-512F; `a0`, `a1` and every `b` must have equal lengths.
-    #[inline(always)]
-    pub(super) unsafe fn dots2<const N: usize>(
-        a0: &[f32],
-        a1: &[f32],
-        bs: [&[f32]; N],
-    ) -> [[f32; N]; 2] {
-        accumulate::<N, 2>([a0, a1], bs).map(|acc| reduce_all(acc))
-    }
-
-    /// The lane sums of every `a` (`R` of them) against every `b` (`N`): lane `l`
-    /// accumulates elements `l, l + LANES, ...` with a fused multiply-add, the tail masked.
-    #[inline(always)]
-    unsafe fn accumulate<const N: usize, const R: usize>(
-        a: [&[f32]; R],
-        bs: [&[f32]; N],
-    ) -> [[__m512; N]; R] {
-        let n = a[0].len();
-        let full = n - n % LANES;
-        let pa = a.map(<[f32]>::as_ptr);
-        let pb = bs.map(<[f32]>::as_ptr);
-        let mut acc = [[_mm512_setzero_ps(); N]; R];
-        let mut c = 0;
-        while c < full {
-            let va = pa.map(|p| _mm512_loadu_ps(p.add(c)));
-            for k in 0..N {
-                let vb = _mm512_loadu_ps(pb[k].add(c));
-                for r in 0..R {
-                    acc[r][k] = _mm512_fmadd_ps(va[r], vb, acc[r][k]);
-                }
-            }
-            c += LANES;
-        }
-        if full < n {
-            let mask: __mmask16 = (1u16 << (n - full)) - 1;
-            let va = pa.map(|p| _mm512_maskz_loadu_ps(mask, p.add(full)));
-            for k in 0..N {
-                let vb = _mm512_maskz_loadu_ps(mask, pb[k].add(full));
-                for r in 0..R {
-                    acc[r][k] = _mm512_mask3_fmadd_ps(va[r], vb, acc[r][k], mask);
-                }
-            }
-        }
-        acc
-    }
-
-    /// [`reduce`] of every register, four at a time where possible.
-    #[inline(always)]
-    unsafe fn reduce_all<const N: usize>(acc: [__m512; N]) -> [f32; N] {
-        let mut out = [0.0f32; N];
-        let quads = N - N % 4;
-        for q in (0..quads).step_by(4) {
-            out[q..q + 4].copy_from_slice(&reduce4(acc[q], acc[q + 1], acc[q + 2], acc[q + 3]));
-        }
-        for k in quads..N {
-            out[k] = reduce(acc[k]);
-        }
-        out
-    }
-
-    /// [`reduce`] of four registers together, pairing the same lanes at every level of
-    /// the tree (so each result is bit-identical to its own [`reduce`]; IEEE addition is
-    /// commutative).
-    #[inline(always)]
-    unsafe fn reduce4(a: __m512, b: __m512, c: __m512, d: __m512) -> [f32; 4] {
-        // Level 1 (l, l + 8): [a | b] and [c | d], 8 lanes each.
-        let x = _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x44>(a, b),
-            _mm512_shuffle_f32x4::<0xEE>(a, b),
-        );
-        let y = _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x44>(c, d),
-            _mm512_shuffle_f32x4::<0xEE>(c, d),
-        );
-        // Level 2 (l, l + 4): one 128-bit block each for a, b, c, d.
-        let z = _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x88>(x, y),
-            _mm512_shuffle_f32x4::<0xDD>(x, y),
-        );
-        // Levels 3 (l, l + 2) and 4 (l, l + 1) within each block.
-        let w = _mm512_add_ps(z, _mm512_permute_ps::<0x4E>(z));
-        let r = _mm512_add_ps(w, _mm512_permute_ps::<0xB1>(w));
-        let idx = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-        let v = _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, r));
-        let mut out = [0.0f32; 4];
-        _mm_storeu_ps(out.as_mut_ptr(), v);
-        out
-    }
-
-    /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
-    #[inline(always)]
-    unsafe fn reduce(x: __m512) -> f32 {
-        let lo = _mm512_castps512_ps256(x);
-        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
-        let v8 = _mm256_add_ps(lo, hi);
-        let v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
-        let v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
-        _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)))
-    }
-}
-
-/// Dot product of two f32 vectors (the shorter length) in a fixed order: see [`dots`].
-/// Symmetric: `dot(a, b) == dot(b, a)` bit for bit.
-#[inline(always)]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len().min(b.len());
-    dots(&a[..n], [&b[..n]])[0]
-}
-
-/// Dot product of two f32 vectors accumulated in f64, in `LANES` independent partial
-/// sums (so the loop is not bound by the add latency), then the tail.
-#[inline]
-pub fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; LANES_F64];
-    let chunks_a = a.chunks_exact(LANES_F64);
-    let chunks_b = b.chunks_exact(LANES_F64);
-    let (rest_a, rest_b) = (chunks_a.remainder(), chunks_b.remainder());
-    for (ca, cb) in chunks_a.zip(chunks_b) {
-        for l in 0..LANES_F64 {
-            acc[l] += f64::from(ca[l]) * f64::from(cb[l]);
-        }
-    }
-    let tail: f64 = rest_a
-        .iter()
-        .zip(rest_b)
-        .map(|(&x, &y)| f64::from(x) * f64::from(y))
-        .sum();
-    acc.iter().sum::<f64>() + tail
-}
-
 /// The keys of one head with their inverse norms: the entry function `S[i][j]`.
-pub struct CosineRows<'a> {
+pub struct CosineRows<'a, E = f32> {
     /// `[len, dim]` raw keys.
-    pub keys: &'a [f32],
-    /// `[len]` inverse norms ([`inv_norms`]).
+    pub keys: Rows<'a, E>,
+    /// `[len]` inverse norms ([`super::dot::inv_norms`]).
     pub inv_norm: &'a [f32],
-    pub dim: usize,
 }
 
-impl CosineRows<'_> {
+impl<'a, E: KeyElem> CosineRows<'a, E> {
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.inv_norm.len()
@@ -309,9 +45,9 @@ impl CosineRows<'_> {
     }
 
     /// Row `i` of the raw keys.
-    #[inline]
-    pub fn row(&self, i: usize) -> &[f32] {
-        &self.keys[i * self.dim..(i + 1) * self.dim]
+    #[inline(always)]
+    pub fn row(&self, i: usize) -> &'a [E] {
+        self.keys.row(i)
     }
 
     /// `S[i][j]`: the cosine of slots `i` and `j`, 0 on the diagonal.
@@ -322,7 +58,7 @@ impl CosineRows<'_> {
 
     /// `S[i][j]` from `dot(row i, row j)`.
     #[inline(always)]
-    fn entry_from_dot(&self, i: usize, j: usize, dot: f32) -> f32 {
+    pub fn entry_from_dot(&self, i: usize, j: usize, dot: f32) -> f32 {
         if i == j {
             0.0
         } else {
@@ -337,7 +73,7 @@ impl CosineRows<'_> {
         let mut blocks = out.chunks_exact_mut(BLOCK);
         let mut j0 = 0;
         for block in &mut blocks {
-            let rows: [&[f32]; BLOCK] = std::array::from_fn(|k| self.row(j0 + k));
+            let rows: [&[E]; BLOCK] = std::array::from_fn(|k| self.row(j0 + k));
             for (k, (o, d)) in block.iter_mut().zip(dots(a, rows)).enumerate() {
                 *o = self.entry_from_dot(i, j0 + k, d);
             }
@@ -363,7 +99,20 @@ impl CosineRows<'_> {
         entry: &mut [f32],
     ) {
         let end = rows.end.min(latest.len()).min(entry.len());
-        let mut pending: Vec<usize> = (rows.start..end).collect();
+        let pending: Vec<usize> = (rows.start..end).collect();
+        self.latest_matches_of(pending, threshold, candidates, latest, entry);
+    }
+
+    /// [`Self::latest_matches`] for the rows listed in `pending` (each `< latest.len()` and
+    /// `< entry.len()`).
+    pub fn latest_matches_of(
+        &self,
+        mut pending: Vec<usize>,
+        threshold: f32,
+        candidates: Range<usize>,
+        latest: &mut [u32],
+        entry: &mut [f32],
+    ) {
         let mut buf = vec![[0.0f32; BLOCK]; pending.len()];
         let mut out = Resolved {
             latest,
@@ -408,7 +157,9 @@ impl CosineRows<'_> {
     /// [`Self::entry`]'s).
     #[inline(always)]
     fn match_one(&self, j: usize, pending: &mut Vec<usize>, out: &mut Resolved<'_>) {
-        let c = self.row(j);
+        // Widened once (exact), instead of at every one of its dot products.
+        let c: Vec<f32> = self.row(j).iter().map(|x| x.widen()).collect();
+        let c = &c[..];
         let mut still = 0;
         let n = pending.len();
         let quads = n - n % 4;
@@ -532,68 +283,18 @@ impl Resolved<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::dot::inv_norms;
     use super::*;
 
     #[test]
-    fn inverse_norms() {
+    fn zero_key_has_cosine_zero() {
         let k = [3.0, 4.0, 0.0, 0.0];
         let inv = inv_norms(&k, 2);
-        assert!((inv[0] - 0.2).abs() < 1e-7);
-        assert_eq!(inv[1], 1e8);
-        assert!(inv_norms(&k, 0).is_empty());
-        // A zero key has cosine 0 with everything.
         let s = CosineRows {
-            keys: &k,
+            keys: Rows::flat(&k, 2),
             inv_norm: &inv,
-            dim: 2,
         };
         assert_eq!(s.entry(0, 1), 0.0);
-    }
-
-    #[test]
-    fn dots_match_one_dot_each_and_the_portable_kernel() {
-        for n in [0usize, 1, 7, 15, 16, 17, 31, 64, 100, 128] {
-            let a = (0..n).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>();
-            let bs: Vec<Vec<f32>> = (0..4)
-                .map(|k| (0..n).map(|i| ((i + 7 * k) as f32 * 0.11).cos()).collect())
-                .collect();
-            let rows: [&[f32]; 4] = std::array::from_fn(|k| bs[k].as_slice());
-            let got = dots(&a, rows);
-            for k in 0..4 {
-                assert_eq!(got[k].to_bits(), dot(&a, &bs[k]).to_bits(), "n {n}");
-                assert_eq!(got[k].to_bits(), dot(&bs[k], &a).to_bits(), "n {n}");
-            }
-            let other: Vec<f32> = a.iter().map(|x| 1.0 - x).collect();
-            let [g0, g1] = dots2(&a, &other, rows);
-            assert_eq!(g0.map(f32::to_bits), got.map(f32::to_bits), "n {n}");
-            assert_eq!(
-                g1.map(f32::to_bits),
-                dots(&other, rows).map(f32::to_bits),
-                "n {n}"
-            );
-            let one: [f32; 1] = dots(&a, [rows[2]]);
-            assert_eq!(one[0].to_bits(), got[2].to_bits(), "n {n}");
-            #[cfg(target_feature = "fma")]
-            assert_eq!(
-                got.map(f32::to_bits),
-                dots_portable(&a, rows).map(f32::to_bits),
-                "n {n}"
-            );
-        }
-    }
-
-    #[test]
-    fn dot_symmetric_and_correct() {
-        let a: Vec<f32> = (0..19).map(|i| (i as f32 * 0.37).sin()).collect();
-        let b: Vec<f32> = (0..19).map(|i| (i as f32 * 0.11).cos()).collect();
-        let exact: f64 = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| f64::from(*x) * f64::from(*y))
-            .sum();
-        assert_eq!(dot(&a, &b).to_bits(), dot(&b, &a).to_bits());
-        assert!((f64::from(dot(&a, &b)) - exact).abs() < 1e-5);
-        assert!((dot_f64(&a, &b) - exact).abs() < 1e-12);
     }
 
     #[test]
@@ -601,9 +302,8 @@ mod tests {
         let keys = [1.0, 0.0, 1.0, 0.1, 0.0, 1.0, 1.0, 0.05];
         let inv = inv_norms(&keys, 2);
         let s = CosineRows {
-            keys: &keys,
+            keys: Rows::flat(&keys, 2),
             inv_norm: &inv,
-            dim: 2,
         };
         assert_eq!(s.len(), 4);
         assert_eq!(s.entry(1, 1), 0.0);

@@ -10,13 +10,16 @@
 //! the slices (keys, window logits, H2O accumulations) and applies the kept indices.
 
 pub mod cosine;
+pub mod dot;
 pub mod h2o;
 pub mod importance;
+pub mod keys;
 pub mod redundancy;
 pub mod redundancy_fast;
 pub mod select;
 pub mod streaming;
 
+pub use keys::{KeyElem, KeyRows, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};
 pub use redundancy_fast::{redundancy_incremental, FastRedundancy, HeadState};
 
@@ -29,8 +32,9 @@ pub struct HeadObservation<'a> {
     pub len: usize,
     /// `d`: head dimension.
     pub head_dim: usize,
-    /// `[L, d]` post-RoPE keys of this KV head (R-KV only; else may be empty).
-    pub keys: &'a [f32],
+    /// `[L, d]` post-RoPE keys of this KV head, f32 or f16, flat or in the cache's runs
+    /// (R-KV only; else may be empty).
+    pub keys: KeyRows<'a>,
     /// `g`: query heads per KV head in `window_logits` (1 when the caller already took the
     /// maximum over the group, which is all importance uses: the engine does, as it captures).
     pub group: usize,
@@ -68,6 +72,8 @@ pub enum PolicyError {
     KeptOutOfRange { slot: usize, len: usize },
     #[error("kept slots must be strictly ascending (slot {slot} out of order)")]
     KeptNotAscending { slot: usize },
+    #[error("key runs do not describe the cache: {why}")]
+    KeyRuns { why: String },
     #[error("cache of {len} slots is too long for the redundancy bookkeeping")]
     TooLong { len: usize },
 }
@@ -143,9 +149,10 @@ pub fn validate_observation(
                 check_len(
                     "keys",
                     "[L, d]",
-                    obs.keys.len(),
+                    obs.keys.values(),
                     obs.len.saturating_mul(obs.head_dim),
                 )?;
+                check_len("keys", "[L, d] (row width)", obs.keys.dim(), obs.head_dim)?;
             }
         }
         PolicyKind::H2o if scored => check_len("h2o_scores", "[L]", obs.h2o_scores.len(), obs.len)?,
@@ -180,17 +187,12 @@ fn score_validated<'a>(
     let (redundancy, pass) = if cfg.policy == PolicyKind::RKv {
         match path {
             RedundancyPath::Fast => {
-                let mut pass = redundancy_incremental(
-                    obs.keys,
-                    obs.head_dim,
-                    cfg.threshold,
-                    obs.window,
-                    state,
-                )?;
+                let mut pass = redundancy_incremental(obs.keys, cfg.threshold, obs.window, state)?;
                 (std::mem::take(&mut pass.redundancy), Some(pass))
             }
             RedundancyPath::Oracle => {
-                let r = redundancy_oracle(obs.keys, obs.head_dim, cfg.threshold, obs.window);
+                let keys = obs.keys.to_f32();
+                let r = redundancy_oracle(&keys, obs.head_dim, cfg.threshold, obs.window);
                 (r.redundancy, None)
             }
         }

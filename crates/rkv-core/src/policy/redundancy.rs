@@ -10,7 +10,9 @@
 //!
 //! Must not know: importance, budgets, selection, state kept between compressions.
 
-use super::cosine::{inv_norms, CosineRows};
+use super::cosine::CosineRows;
+use super::dot::inv_norms;
+use super::keys::Rows;
 
 /// Everything the redundancy computation decides for one head.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,9 +128,8 @@ fn exp_in_range(x: f64) -> f64 {
 pub fn redundancy_oracle(keys: &[f32], dim: usize, threshold: f32, window: usize) -> Redundancy {
     let inv = inv_norms(keys, dim);
     let s = CosineRows {
-        keys,
+        keys: Rows::flat(keys, dim),
         inv_norm: &inv,
-        dim,
     };
     let len = s.len();
     let mut latest = Vec::with_capacity(len);

@@ -6,11 +6,15 @@
 //! similar slot `r(i)` resolved over the resident slots, the entry `S[i][r(i)]`, the
 //! inverse key norms, the f64 sum of the normalised keys, and the rows whose `r(i)` was
 //! evicted and not yet re-searched) and the incremental update:
-//! - column sums of the zero-diagonal cosine matrix as `k̂_j . (sum_i k̂_i) - ||k̂_j||^2`
-//!   in O(L d), minus the one zeroed entry `S[i][r(i)]` of every row;
-//! - `r(i)` for the slots appended since the last compression by a descending scan over
-//!   all slots (stopping at the first match), and for older rows a descending scan over
-//!   the new slots only (new slots have larger indices, so a match there wins);
+//! - one first sweep over every row that reads it once for two dot products: with the
+//!   newest slot (most rows match it, and then it is their `r(i)`: no slot is newer) and
+//!   with the key sum, for the column sums of the zero-diagonal cosine matrix,
+//!   `k̂_j . (sum_i k̂_i) - ||k̂_j||^2` in O(L d), minus the one zeroed entry `S[i][r(i)]`
+//!   of every row. The sweep is the compression's first read of most keys, straight from
+//!   the cache ([`KeyRows`]: f16 or f32, in the cache's runs), so it prefetches ahead;
+//! - `r(i)` for the other slots appended since the last compression by a descending scan
+//!   over all slots (stopping at the first match), and for other older rows a descending
+//!   scan over the new slots only (new slots have larger indices, so a match there wins);
 //! - after a compression, `r(i)` remapped to the kept slots. A row whose `r(i)` was
 //!   evicted is re-searched lazily: no kept slot above the evicted one matched, so its new
 //!   `r(i)` is a new slot if one matches at the next compression, else the latest match
@@ -25,7 +29,9 @@
 //! at the next compression, slot `i` of the cache is `kept[i]` of this one for every
 //! `i < kept.len()`, with bit-identical keys, and newer slots follow.
 
-use super::cosine::{dot, dots, inv_norms, CosineRows};
+use super::cosine::CosineRows;
+use super::dot::{dot, dots2, inv_norm, prefetch};
+use super::keys::{KeyElem, KeyRows, Rows};
 use super::redundancy::{redundancy_from_column_sums, zeroed_column};
 use super::PolicyError;
 
@@ -72,9 +78,8 @@ impl HeadState {
     /// For tests; the engine never needs it.
     pub fn latest_resolved(&self, keys: &[f32], dim: usize, threshold: f32) -> Vec<Option<usize>> {
         let s = CosineRows {
-            keys,
+            keys: Rows::flat(keys, dim),
             inv_norm: &self.inv_norm,
-            dim,
         };
         let mut latest = self.latest.clone();
         let mut entry = self.latest_entry.clone();
@@ -90,8 +95,8 @@ fn from_u32(r: u32) -> Option<usize> {
 
 /// The deferred re-search: each `(row, below)` of `lost` still without a match (no new
 /// slot matched it) takes the latest match among slots `0..below`.
-fn research_lost(
-    s: &CosineRows<'_>,
+fn research_lost<E: KeyElem>(
+    s: &CosineRows<'_, E>,
     threshold: f32,
     lost: &[(u32, u32)],
     latest: &mut [u32],
@@ -123,11 +128,10 @@ pub struct FastRedundancy<'a> {
     /// `[d]` sum of all `L` normalised keys.
     key_sum: Vec<f64>,
     /// `[L, d]` the keys.
-    keys: &'a [f32],
-    dim: usize,
+    keys: KeyRows<'a>,
 }
 
-/// Add `sign * inv * key` to `sum` (f64).
+/// Add `sign * inv * key` to `sum` (f64); `key` already widened.
 #[inline]
 fn accumulate(sum: &mut [f64], key: &[f32], inv: f32, sign: f64) {
     let scale = sign * f64::from(inv);
@@ -136,16 +140,30 @@ fn accumulate(sum: &mut [f64], key: &[f32], inv: f32, sign: f64) {
     }
 }
 
-/// Compute redundancy for the `L = keys.len() / dim` slots, reusing `state` for the first
-/// `state.described()` slots. `keys`: `[L, d]`.
+/// Compute redundancy for the `L = keys.len()` slots, reusing `state` for the first
+/// `state.described()` slots. `keys`: `[L, d]`, f32 or f16, flat or in runs (the same
+/// result either way, bit for bit, for the same widened values).
 pub fn redundancy_incremental<'a>(
-    keys: &'a [f32],
-    dim: usize,
+    keys: KeyRows<'a>,
     threshold: f32,
     window: usize,
     state: &HeadState,
 ) -> Result<FastRedundancy<'a>, PolicyError> {
-    let len = keys.len().checked_div(dim).unwrap_or(0);
+    match keys {
+        KeyRows::F32(rows) => incremental(rows, keys, threshold, window, state),
+        KeyRows::F16(rows) => incremental(rows, keys, threshold, window, state),
+    }
+}
+
+/// [`redundancy_incremental`] for one element type: `rows` are `keys`' rows.
+fn incremental<'a, E: KeyElem>(
+    rows: Rows<'a, E>,
+    keys: KeyRows<'a>,
+    threshold: f32,
+    window: usize,
+    state: &HeadState,
+) -> Result<FastRedundancy<'a>, PolicyError> {
+    let (len, dim) = (rows.len(), rows.dim());
     if len >= NO_MATCH as usize {
         return Err(PolicyError::TooLong { len });
     }
@@ -169,15 +187,19 @@ pub fn redundancy_incremental<'a>(
     }
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
-    let new_keys = &keys[old * dim..len * dim];
-    inv.extend(inv_norms(new_keys, dim));
-    for (key, &v) in new_keys.chunks_exact(dim).zip(&inv[old..]) {
-        accumulate(&mut key_sum, key, v, 1.0);
+    let mut wide = vec![0.0f32; dim];
+    for i in old..len {
+        if let Some(ahead) = (i + AHEAD / 4 < len).then(|| rows.row(i + AHEAD / 4)) {
+            prefetch(ahead);
+        }
+        E::widen_into(rows.row(i), &mut wide);
+        let v = inv_norm(&wide);
+        inv.push(v);
+        accumulate(&mut key_sum, &wide, v, 1.0);
     }
     let s = CosineRows {
-        keys,
+        keys: rows,
         inv_norm: &inv,
-        dim,
     };
     let mut latest = Vec::with_capacity(len);
     latest.extend_from_slice(&state.latest);
@@ -185,18 +207,33 @@ pub fn redundancy_incremental<'a>(
     let mut zeroed_entry = Vec::with_capacity(len);
     zeroed_entry.extend_from_slice(&state.latest_entry);
     zeroed_entry.resize(len, 0.0);
+    let sum32: Vec<f32> = key_sum.iter().map(|&x| x as f32).collect();
+    let first = newest_and_sums(&s, &sum32, threshold, old, &mut latest, &mut zeroed_entry);
+    let newer = len.saturating_sub(1);
     // Old rows: a match among the new slots (descending) beats the stored one.
-    s.latest_matches(0..old, threshold, old..len, &mut latest, &mut zeroed_entry);
+    s.latest_matches_of(
+        first.old,
+        threshold,
+        old..newer,
+        &mut latest,
+        &mut zeroed_entry,
+    );
     research_lost(&s, threshold, &state.lost, &mut latest, &mut zeroed_entry);
     // New rows: search everything, newest first.
-    s.latest_matches(old..len, threshold, 0..len, &mut latest, &mut zeroed_entry);
+    s.latest_matches_of(
+        first.new,
+        threshold,
+        0..newer,
+        &mut latest,
+        &mut zeroed_entry,
+    );
     // Rows without a match zero S[i][0] (the reference's quirk).
     for (i, (r, v)) in latest.iter().zip(zeroed_entry.iter_mut()).enumerate() {
         if *r == NO_MATCH {
             *v = s.entry(i, 0);
         }
     }
-    let column_sums = column_sums_fast(&s, &key_sum, &latest, &zeroed_entry);
+    let column_sums = column_sums_fast(&s, &first.sum_dots, &latest, &zeroed_entry);
     let redundancy = redundancy_from_column_sums(&column_sums, window);
     Ok(FastRedundancy {
         redundancy,
@@ -205,19 +242,87 @@ pub fn redundancy_incremental<'a>(
         inv_norm: inv,
         key_sum,
         keys,
-        dim,
     })
 }
 
+/// What the first sweep over the rows leaves: the rows still without a match, and every
+/// row's dot product with the key sum.
+struct FirstSweep {
+    /// Rows `< old` not matching the newest slot, ascending.
+    old: Vec<usize>,
+    /// Rows `>= old` not matching the newest slot, ascending.
+    new: Vec<usize>,
+    /// `[L]` `k_j . sum` (f32, against the key sum rounded to f32).
+    sum_dots: Vec<f32>,
+}
+
+/// Rows ahead of the one being read that [`newest_and_sums`] asks the memory for (the
+/// sweep is the first read of most rows in a compression, straight from the cache's
+/// blocks, whose 4 KB runs the hardware prefetcher does not cross).
+const AHEAD: usize = 48;
+
+/// The first sweep: every row against the newest slot `L - 1` and the key sum at once,
+/// so that each row is read once for both. A row matching the newest slot has found its
+/// `r(i)` (no slot is newer; the entries are [`CosineRows::entry`]'s bit for bit).
+fn newest_and_sums<E: KeyElem>(
+    s: &CosineRows<'_, E>,
+    sum32: &[f32],
+    threshold: f32,
+    old: usize,
+    latest: &mut [u32],
+    entry: &mut [f32],
+) -> FirstSweep {
+    let len = s.len();
+    let mut sweep = FirstSweep {
+        old: Vec::new(),
+        new: Vec::new(),
+        sum_dots: vec![0.0; len],
+    };
+    let Some(j) = len.checked_sub(1) else {
+        return sweep;
+    };
+    // Widened once (exact).
+    let c: Vec<f32> = s.row(j).iter().map(|x| x.widen()).collect();
+    let mut resolve = |i: usize, d: f32, sweep: &mut FirstSweep| {
+        let v = s.entry_from_dot(i, j, d);
+        if v > threshold {
+            latest[i] = j as u32;
+            entry[i] = v;
+        } else if i < old {
+            sweep.old.push(i);
+        } else {
+            sweep.new.push(i);
+        }
+    };
+    let quads = len - len % 4;
+    for i0 in (0..quads).step_by(4) {
+        for ahead in (i0 + AHEAD..i0 + AHEAD + 4).filter(|&a| a < len) {
+            prefetch(s.row(ahead));
+        }
+        let rows: [&[E]; 4] = std::array::from_fn(|k| s.row(i0 + k));
+        let [dc, ds] = dots2(&c, sum32, rows);
+        sweep.sum_dots[i0..i0 + 4].copy_from_slice(&ds);
+        for (k, d) in dc.into_iter().enumerate() {
+            resolve(i0 + k, d, &mut sweep);
+        }
+    }
+    for i in quads..len {
+        sweep.sum_dots[i] = dot(sum32, s.row(i));
+        resolve(i, dot(&c, s.row(i)), &mut sweep);
+    }
+    sweep
+}
+
 /// Column sums of `S` (zero diagonal) after each row zeroes `S[i][r(i)]`, in O(L d):
-/// `c_j = k̂_j . sum - ||k̂_j||^2 - (entries of the rows zeroing column j)`.
+/// `c_j = k̂_j . sum - ||k̂_j||^2 - (entries of the rows zeroing column j)`, from
+/// `sum_dots[j] = k_j . sum`.
 ///
 /// The dot products run in f32 against the key sum rounded to f32: their error (a few
 /// ulp of `|sum| <= L`) is of the order of the oracle's own, which adds `L` entries each
 /// rounded to f32, and shrinks by `1 / L` in the column means the softmax sees.
-fn column_sums_fast(
-    s: &CosineRows<'_>,
-    key_sum: &[f64],
+fn column_sums_fast<E: KeyElem>(
+    s: &CosineRows<'_, E>,
+    sum_dots: &[f32],
     latest: &[u32],
     zeroed: &[f32],
 ) -> Vec<f64> {
@@ -228,26 +333,28 @@ fn column_sums_fast(
         let self_sq = (1.0 - 1e-8 * inv).max(0.0).powi(2);
         inv * f64::from(dot) - self_sq
     };
-    let sum32: Vec<f32> = key_sum.iter().map(|&x| x as f32).collect();
-    let len = s.len();
-    let mut sums = vec![0.0f64; len];
-    let quads = len - len % 4;
-    for (j, out) in (0..quads).step_by(4).zip(sums.chunks_exact_mut(4)) {
-        let rows: [&[f32]; 4] = std::array::from_fn(|k| s.row(j + k));
-        for (k, (o, d)) in out.iter_mut().zip(dots(&sum32, rows)).enumerate() {
-            *o = column(j + k, d);
-        }
-    }
-    for (j, o) in sums.iter_mut().enumerate().skip(quads) {
-        *o = column(j, dot(&sum32, s.row(j)));
-    }
+    let mut sums: Vec<f64> = sum_dots
+        .iter()
+        .enumerate()
+        .map(|(j, &d)| column(j, d))
+        .collect();
+    // Most rows zero the newest column: their entries are summed apart, so that the
+    // loop does not wait on its own stores to one element.
+    let len = sums.len();
+    let newest = len.wrapping_sub(1);
+    let mut newest_zeroed = 0.0f64;
     for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
         let j = zeroed_column(from_u32(r));
-        if i != j {
+        if j == newest && i != j {
+            newest_zeroed += f64::from(v);
+        } else if i != j {
             if let Some(c) = sums.get_mut(j) {
                 *c -= f64::from(v);
             }
         }
+    }
+    if let Some(c) = sums.get_mut(newest) {
+        *c -= newest_zeroed;
     }
     sums
 }
@@ -294,11 +401,9 @@ impl FastRedundancy<'_> {
             latest_entry.push(self.zeroed_entry[i]);
         }
         let mut key_sum = self.key_sum.clone();
-        let rows = self.keys.chunks_exact(self.dim).zip(&self.inv_norm);
-        for ((key, &inv), &idx) in rows.zip(&new_index) {
-            if idx == NO_MATCH {
-                accumulate(&mut key_sum, key, inv, -1.0);
-            }
+        match self.keys {
+            KeyRows::F32(rows) => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index),
+            KeyRows::F16(rows) => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index),
         }
         state.inv_norm = kept.iter().map(|&i| self.inv_norm[i]).collect();
         state.latest = latest;
@@ -306,6 +411,22 @@ impl FastRedundancy<'_> {
         state.key_sum = key_sum;
         state.lost = lost;
         Ok(())
+    }
+}
+
+/// Remove the normalised keys of the evicted rows (`new_index` is `NO_MATCH`) from `sum`.
+fn subtract_evicted<E: KeyElem>(
+    sum: &mut [f64],
+    rows: Rows<'_, E>,
+    inv: &[f32],
+    new_index: &[u32],
+) {
+    let mut wide = vec![0.0f32; rows.dim()];
+    for (i, (&v, &idx)) in inv.iter().zip(new_index).enumerate() {
+        if idx == NO_MATCH {
+            E::widen_into(rows.row(i), &mut wide);
+            accumulate(sum, &wide, v, -1.0);
+        }
     }
 }
 
@@ -324,7 +445,8 @@ mod tests {
     #[test]
     fn fresh_state_matches_oracle() {
         let keys = keys_with_copies();
-        let fast = redundancy_incremental(&keys, 2, 0.5, 1, &HeadState::new()).unwrap();
+        let fast =
+            redundancy_incremental(KeyRows::flat_f32(&keys, 2), 0.5, 1, &HeadState::new()).unwrap();
         let oracle = redundancy_oracle(&keys, 2, 0.5, 1);
         assert_eq!(fast.latest(), oracle.latest);
         for (a, e) in fast.redundancy.iter().zip(&oracle.redundancy) {
@@ -335,7 +457,8 @@ mod tests {
     #[test]
     fn evicted_latest_is_re_searched() {
         let keys = keys_with_copies();
-        let fast = redundancy_incremental(&keys, 2, 0.5, 1, &HeadState::new()).unwrap();
+        let fast =
+            redundancy_incremental(KeyRows::flat_f32(&keys, 2), 0.5, 1, &HeadState::new()).unwrap();
         assert_eq!(fast.latest()[0], Some(5));
         let mut state = HeadState::new();
         // Evict slot 5 (a''): slot 0's latest becomes a' (old 2 -> new 1).
@@ -349,7 +472,8 @@ mod tests {
         assert_eq!(state.latest_resolved(&kept_keys, 2, 0.5), oracle.latest);
         assert_eq!(state.latest_resolved(&kept_keys, 2, 0.5)[0], Some(1));
         // The re-search is lazy: the next pass over the same cache completes it.
-        let again = redundancy_incremental(&kept_keys, 2, 0.5, 1, &state).unwrap();
+        let again =
+            redundancy_incremental(KeyRows::flat_f32(&kept_keys, 2), 0.5, 1, &state).unwrap();
         assert_eq!(again.latest(), oracle.latest);
     }
 
@@ -357,10 +481,11 @@ mod tests {
     fn new_slots_become_latest() {
         let keys = keys_with_copies();
         let mut state = HeadState::new();
-        let first = redundancy_incremental(&keys[..8], 2, 0.5, 1, &state).unwrap();
+        let first =
+            redundancy_incremental(KeyRows::flat_f32(&keys[..8], 2), 0.5, 1, &state).unwrap();
         first.commit(&[0, 1, 2, 3], &mut state).unwrap();
         // Append b' and a'': rows 0, 1, 2 now match the new slots.
-        let second = redundancy_incremental(&keys, 2, 0.5, 1, &state).unwrap();
+        let second = redundancy_incremental(KeyRows::flat_f32(&keys, 2), 0.5, 1, &state).unwrap();
         let oracle = redundancy_oracle(&keys, 2, 0.5, 1);
         assert_eq!(second.latest(), oracle.latest);
         assert_eq!(second.latest()[..3], [Some(5), Some(4), Some(5)]);
@@ -370,7 +495,7 @@ mod tests {
     fn bad_state_and_kept_are_errors() {
         let keys = keys_with_copies();
         let mut state = HeadState::new();
-        let pass = redundancy_incremental(&keys, 2, 0.5, 1, &state).unwrap();
+        let pass = redundancy_incremental(KeyRows::flat_f32(&keys, 2), 0.5, 1, &state).unwrap();
         assert!(matches!(
             pass.commit(&[0, 9], &mut state),
             Err(PolicyError::KeptOutOfRange { .. })
@@ -380,7 +505,8 @@ mod tests {
             Err(PolicyError::KeptNotAscending { slot: 2 })
         ));
         pass.commit(&[0, 1, 2, 3, 4, 5], &mut state).unwrap();
-        let err = redundancy_incremental(&keys[..4], 2, 0.5, 1, &state).unwrap_err();
+        let err =
+            redundancy_incremental(KeyRows::flat_f32(&keys[..4], 2), 0.5, 1, &state).unwrap_err();
         assert!(matches!(
             err,
             PolicyError::StateAhead {
@@ -389,7 +515,7 @@ mod tests {
             }
         ));
         let wide = [0.5f32; 24];
-        let err = redundancy_incremental(&wide, 4, 0.5, 1, &state).unwrap_err();
+        let err = redundancy_incremental(KeyRows::flat_f32(&wide, 4), 0.5, 1, &state).unwrap_err();
         assert!(matches!(
             err,
             PolicyError::StateDim {
@@ -399,6 +525,6 @@ mod tests {
         ));
         state.reset();
         assert_eq!(state.described(), 0);
-        assert!(redundancy_incremental(&wide, 4, 0.5, 1, &state).is_ok());
+        assert!(redundancy_incremental(KeyRows::flat_f32(&wide, 4), 0.5, 1, &state).is_ok());
     }
 }

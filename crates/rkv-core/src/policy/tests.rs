@@ -39,7 +39,7 @@ fn obs<'a>(
     HeadObservation {
         len,
         head_dim: d,
-        keys,
+        keys: KeyRows::flat_f32(keys, d),
         group: g,
         window: w,
         window_logits: logits,

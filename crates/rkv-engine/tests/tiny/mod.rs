@@ -253,13 +253,23 @@ impl TinyModel {
 
     /// An engine over this model: f32 KV, small blocks, FullKV by default.
     pub fn engine(&self, max_batch_tokens: usize) -> Engine {
+        self.engine_with(max_batch_tokens, KvDtype::F32, BLOCK_SIZE)
+    }
+
+    /// [`Self::engine`] with the KV storage and block size given.
+    pub fn engine_with(
+        &self,
+        max_batch_tokens: usize,
+        kv_dtype: KvDtype,
+        block_size: usize,
+    ) -> Engine {
         let model = rkv_model::load(self.dir.path(), WeightMode::Native)
             .unwrap_or_else(|e| panic!("{}: load: {e}", self.spec.name));
         Engine::new(
             model,
             EngineConfig {
-                kv_dtype: KvDtype::F32,
-                block_size: BLOCK_SIZE,
+                kv_dtype,
+                block_size,
                 kv_blocks: KV_BLOCKS,
                 max_batch_tokens,
                 compression: CompressionConfig::full(),

@@ -1,0 +1,393 @@
+//! Dot products in one fixed order, over f32 or f16 rows (DESIGN.md §2: the redundancy's
+//! cosine entries must be bit-identical however they are computed).
+//!
+//! Owns: the order (lane `l` of 16 accumulates elements `l, l + 16, ...` by fused
+//! multiply-add, the tail as a partial block, then the tree 16 -> 8 -> 4 -> 2 -> 1), its
+//! AVX-512 and portable implementations, batched forms that share loads ([`dots`],
+//! [`dots2`]), and the f64 norms. Elements widen to f32 first ([`KeyElem`]; exact for
+//! f16), so a result never depends on whether a row was stored in f16 or widened before.
+//!
+//! Must not know: keys' meaning, thresholds, layouts of the cache.
+
+use super::keys::KeyElem;
+
+/// Lanes of the f32 dot product's partial sums (one AVX-512 register; a fixed order).
+const LANES: usize = 16;
+
+/// Lanes of the f64 dot products' partial sums.
+const LANES_F64: usize = 8;
+
+/// Inverse norms `1 / (||k||_2 + 1e-8)` of `len` keys (norm accumulated in f64).
+///
+/// `keys`: `[len, dim]`. Returns `[len]`.
+pub fn inv_norms<E: KeyElem>(keys: &[E], dim: usize) -> Vec<f32> {
+    if dim == 0 {
+        return Vec::new();
+    }
+    keys.chunks_exact(dim).map(inv_norm).collect()
+}
+
+/// `1 / (||k||_2 + 1e-8)` of one key.
+#[inline]
+pub fn inv_norm<E: KeyElem>(key: &[E]) -> f32 {
+    1.0 / (dot_f64(key, key).sqrt() as f32 + 1e-8)
+}
+
+/// `a * b + c`: fused (one rounding) where the target has FMA, else two roundings. Either
+/// way one fixed function per build, symmetric in `a` and `b`.
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+#[inline(always)]
+fn madd(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_feature = "fma")]
+    {
+        a.mul_add(b, c)
+    }
+    #[cfg(not(target_feature = "fma"))]
+    {
+        a * b + c
+    }
+}
+
+/// The fixed reduction of the lane sums: a tree (16 -> 8 -> 4 -> 2 -> 1).
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+#[inline(always)]
+fn reduce(acc: &[f32; LANES]) -> f32 {
+    let mut v8 = [0.0f32; 8];
+    for (l, v) in v8.iter_mut().enumerate() {
+        *v = acc[l] + acc[l + 8];
+    }
+    let v4 = [v8[0] + v8[4], v8[1] + v8[5], v8[2] + v8[6], v8[3] + v8[7]];
+    let v2 = [v4[0] + v4[2], v4[1] + v4[3]];
+    v2[0] + v2[1]
+}
+
+/// The dot products of `a` with each of `bs` (each at least as long as `a`), every one
+/// in exactly [`dot`]'s order: lane `l` accumulates elements `l, l + LANES, ...` with
+/// [`madd`] (the tail as a partial block), then [`reduce`]. Computing several at once
+/// shares the loads of `a` and overlaps independent chains; the results are bit-identical
+/// to one [`dot`] each.
+#[inline(always)]
+pub fn dots<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N]) -> [f32; N] {
+    let bs = bs.map(|b| &b[..a.len()]);
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        // SAFETY: the target has AVX-512F; every `b` is exactly as long as `a`.
+        unsafe { avx512::dots(a, bs) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    {
+        dots_portable(a, bs)
+    }
+}
+
+/// [`dots`] for two rows `a0`, `a1` of equal length at once (each `b` is loaded once for
+/// both): `[dots(a0, bs), dots(a1, bs)]`, bit for bit.
+#[inline(always)]
+pub fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
+    a0: &[A],
+    a1: &[A],
+    bs: [&[B]; N],
+) -> [[f32; N]; 2] {
+    let n = a0.len().min(a1.len());
+    let bs = bs.map(|b| &b[..n]);
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    {
+        // SAFETY: the target has AVX-512F; `a0`, `a1` and every `b` have length `n`.
+        unsafe { avx512::dots2(&a0[..n], &a1[..n], bs) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    {
+        [dots_portable(&a0[..n], bs), dots_portable(&a1[..n], bs)]
+    }
+}
+
+/// [`dots`] in plain Rust (every `b` exactly as long as `a`).
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "avx512f"),
+    allow(dead_code)
+)]
+#[inline(always)]
+fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N]) -> [f32; N] {
+    let mut acc = [[0.0f32; LANES]; N];
+    let mut chunks = a.chunks_exact(LANES);
+    let mut c = 0;
+    for ca in &mut chunks {
+        for (acc, b) in acc.iter_mut().zip(&bs) {
+            for ((s, &x), &y) in acc.iter_mut().zip(ca).zip(&b[c..c + LANES]) {
+                *s = madd(x.widen(), y.widen(), *s);
+            }
+        }
+        c += LANES;
+    }
+    let tail = chunks.remainder();
+    for (acc, b) in acc.iter_mut().zip(&bs) {
+        for ((s, &x), &y) in acc.iter_mut().zip(tail).zip(&b[c..]) {
+            *s = madd(x.widen(), y.widen(), *s);
+        }
+    }
+    acc.map(|acc| reduce(&acc))
+}
+
+/// [`dots`] on AVX-512F registers: the same arithmetic as [`dots_portable`] (one lane per
+/// register lane, fused multiply-add, the tail masked, the same reduction tree).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+mod avx512 {
+    use super::{KeyElem, LANES};
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// The target must have AVX-512F and every `b` must be exactly as long as `a`.
+    #[inline(always)]
+    pub(super) unsafe fn dots<A: KeyElem, B: KeyElem, const N: usize>(
+        a: &[A],
+        bs: [&[B]; N],
+    ) -> [f32; N] {
+        let [acc] = accumulate::<A, B, N, 1>([a], bs);
+        reduce_all(acc)
+    }
+
+    /// # Safety
+    /// The target must have AVX-512F; `a0`, `a1` and every `b` must have equal lengths.
+    #[inline(always)]
+    pub(super) unsafe fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
+        a0: &[A],
+        a1: &[A],
+        bs: [&[B]; N],
+    ) -> [[f32; N]; 2] {
+        accumulate::<A, B, N, 2>([a0, a1], bs).map(|acc| reduce_all(acc))
+    }
+
+    /// The lane sums of every `a` (`R` of them) against every `b` (`N`): lane `l`
+    /// accumulates elements `l, l + LANES, ...` with a fused multiply-add, the tail masked.
+    #[inline(always)]
+    unsafe fn accumulate<A: KeyElem, B: KeyElem, const N: usize, const R: usize>(
+        a: [&[A]; R],
+        bs: [&[B]; N],
+    ) -> [[__m512; N]; R] {
+        let n = a[0].len();
+        let full = n - n % LANES;
+        let pa = a.map(<[A]>::as_ptr);
+        let pb = bs.map(<[B]>::as_ptr);
+        let mut acc = [[_mm512_setzero_ps(); N]; R];
+        let mut c = 0;
+        while c < full {
+            let va = pa.map(|p| A::load16(p.add(c)));
+            for k in 0..N {
+                let vb = B::load16(pb[k].add(c));
+                for r in 0..R {
+                    acc[r][k] = _mm512_fmadd_ps(va[r], vb, acc[r][k]);
+                }
+            }
+            c += LANES;
+        }
+        if full < n {
+            let mask: __mmask16 = (1u16 << (n - full)) - 1;
+            let va = pa.map(|p| A::load_first(p.add(full), n - full));
+            for k in 0..N {
+                let vb = B::load_first(pb[k].add(full), n - full);
+                for r in 0..R {
+                    acc[r][k] = _mm512_mask3_fmadd_ps(va[r], vb, acc[r][k], mask);
+                }
+            }
+        }
+        acc
+    }
+
+    /// [`reduce`] of every register, four at a time where possible.
+    #[inline(always)]
+    unsafe fn reduce_all<const N: usize>(acc: [__m512; N]) -> [f32; N] {
+        let mut out = [0.0f32; N];
+        let quads = N - N % 4;
+        for q in (0..quads).step_by(4) {
+            out[q..q + 4].copy_from_slice(&reduce4(acc[q], acc[q + 1], acc[q + 2], acc[q + 3]));
+        }
+        for k in quads..N {
+            out[k] = reduce(acc[k]);
+        }
+        out
+    }
+
+    /// [`reduce`] of four registers together, pairing the same lanes at every level of
+    /// the tree (so each result is bit-identical to its own [`reduce`]; IEEE addition is
+    /// commutative).
+    #[inline(always)]
+    unsafe fn reduce4(a: __m512, b: __m512, c: __m512, d: __m512) -> [f32; 4] {
+        // Level 1 (l, l + 8): [a | b] and [c | d], 8 lanes each.
+        let x = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(a, b),
+            _mm512_shuffle_f32x4::<0xEE>(a, b),
+        );
+        let y = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(c, d),
+            _mm512_shuffle_f32x4::<0xEE>(c, d),
+        );
+        // Level 2 (l, l + 4): one 128-bit block each for a, b, c, d.
+        let z = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(x, y),
+            _mm512_shuffle_f32x4::<0xDD>(x, y),
+        );
+        // Levels 3 (l, l + 2) and 4 (l, l + 1) within each block.
+        let w = _mm512_add_ps(z, _mm512_permute_ps::<0x4E>(z));
+        let r = _mm512_add_ps(w, _mm512_permute_ps::<0xB1>(w));
+        let idx = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        let v = _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, r));
+        let mut out = [0.0f32; 4];
+        _mm_storeu_ps(out.as_mut_ptr(), v);
+        out
+    }
+
+    /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
+    #[inline(always)]
+    unsafe fn reduce(x: __m512) -> f32 {
+        let lo = _mm512_castps512_ps256(x);
+        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+        let v8 = _mm256_add_ps(lo, hi);
+        let v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+        let v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+        _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)))
+    }
+}
+
+/// Ask the memory for `row` ahead of its use (a hint: no effect on results, never faults).
+#[inline(always)]
+pub fn prefetch<E>(row: &[E]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let start = row.as_ptr() as *const i8;
+        for line in (0..std::mem::size_of_val(row)).step_by(64) {
+            // SAFETY: a prefetch reads nothing architecturally and never faults; the
+            // address is inside `row`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
+}
+
+/// Dot product of two rows (the shorter length) in a fixed order: see [`dots`].
+/// Symmetric: `dot(a, b) == dot(b, a)` bit for bit.
+#[inline(always)]
+pub fn dot<A: KeyElem, B: KeyElem>(a: &[A], b: &[B]) -> f32 {
+    let n = a.len().min(b.len());
+    dots(&a[..n], [&b[..n]])[0]
+}
+
+/// Dot product of two rows accumulated in f64, in `LANES` independent partial
+/// sums (so the loop is not bound by the add latency), then the tail.
+#[inline]
+pub fn dot_f64<E: KeyElem>(a: &[E], b: &[E]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f64; LANES_F64];
+    let chunks_a = a.chunks_exact(LANES_F64);
+    let chunks_b = b.chunks_exact(LANES_F64);
+    let (rest_a, rest_b) = (chunks_a.remainder(), chunks_b.remainder());
+    for (ca, cb) in chunks_a.zip(chunks_b) {
+        for l in 0..LANES_F64 {
+            acc[l] += f64::from(ca[l].widen()) * f64::from(cb[l].widen());
+        }
+    }
+    let tail: f64 = rest_a
+        .iter()
+        .zip(rest_b)
+        .map(|(&x, &y)| f64::from(x.widen()) * f64::from(y.widen()))
+        .sum();
+    acc.iter().sum::<f64>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::f16;
+
+    #[test]
+    fn inverse_norms() {
+        let k = [3.0, 4.0, 0.0, 0.0];
+        let inv = inv_norms(&k, 2);
+        assert!((inv[0] - 0.2).abs() < 1e-7);
+        assert_eq!(inv[1], 1e8);
+        assert!(inv_norms(&k, 0).is_empty());
+    }
+
+    #[test]
+    fn dots_match_one_dot_each_and_the_portable_kernel() {
+        for n in [0usize, 1, 7, 15, 16, 17, 31, 64, 100, 128] {
+            let a = (0..n).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>();
+            let bs: Vec<Vec<f32>> = (0..4)
+                .map(|k| (0..n).map(|i| ((i + 7 * k) as f32 * 0.11).cos()).collect())
+                .collect();
+            let rows: [&[f32]; 4] = std::array::from_fn(|k| bs[k].as_slice());
+            let got = dots(&a, rows);
+            for k in 0..4 {
+                assert_eq!(got[k].to_bits(), dot(&a, &bs[k]).to_bits(), "n {n}");
+                assert_eq!(got[k].to_bits(), dot(&bs[k], &a).to_bits(), "n {n}");
+            }
+            let other: Vec<f32> = a.iter().map(|x| 1.0 - x).collect();
+            let [g0, g1] = dots2(&a, &other, rows);
+            assert_eq!(g0.map(f32::to_bits), got.map(f32::to_bits), "n {n}");
+            assert_eq!(
+                g1.map(f32::to_bits),
+                dots(&other, rows).map(f32::to_bits),
+                "n {n}"
+            );
+            let one: [f32; 1] = dots(&a, [rows[2]]);
+            assert_eq!(one[0].to_bits(), got[2].to_bits(), "n {n}");
+            #[cfg(target_feature = "fma")]
+            assert_eq!(
+                got.map(f32::to_bits),
+                dots_portable(&a, rows).map(f32::to_bits),
+                "n {n}"
+            );
+            // f16 rows give what their exact f32 widening gives.
+            let ha: Vec<f16> = a.iter().map(|&x| f16::from_f32(x)).collect();
+            let hb: Vec<Vec<f16>> = bs
+                .iter()
+                .map(|b| b.iter().map(|&x| f16::from_f32(x)).collect())
+                .collect();
+            let wa: Vec<f32> = ha.iter().map(|x| x.to_f32()).collect();
+            let wb: Vec<Vec<f32>> = hb
+                .iter()
+                .map(|b| b.iter().map(|x| x.to_f32()).collect())
+                .collect();
+            let hrows: [&[f16]; 4] = std::array::from_fn(|k| hb[k].as_slice());
+            let wrows: [&[f32]; 4] = std::array::from_fn(|k| wb[k].as_slice());
+            let want = dots(&wa, wrows).map(f32::to_bits);
+            assert_eq!(dots(&ha, hrows).map(f32::to_bits), want, "n {n}");
+            assert_eq!(dots(&wa, hrows).map(f32::to_bits), want, "n {n}");
+            assert_eq!(dots_portable(&ha, hrows).map(f32::to_bits), {
+                #[cfg(target_feature = "fma")]
+                {
+                    want
+                }
+                #[cfg(not(target_feature = "fma"))]
+                {
+                    dots_portable(&wa, wrows).map(f32::to_bits)
+                }
+            });
+            let [h0, _] = dots2(&ha, &ha, hrows);
+            assert_eq!(h0.map(f32::to_bits), want, "n {n}");
+            assert_eq!(inv_norm(&ha).to_bits(), inv_norm(&wa).to_bits());
+        }
+    }
+
+    #[test]
+    fn dot_symmetric_and_correct() {
+        let a: Vec<f32> = (0..19).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..19).map(|i| (i as f32 * 0.11).cos()).collect();
+        let exact: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| f64::from(*x) * f64::from(*y))
+            .sum();
+        assert_eq!(dot(&a, &b).to_bits(), dot(&b, &a).to_bits());
+        assert!((f64::from(dot(&a, &b)) - exact).abs() < 1e-5);
+        assert!((dot_f64(&a, &b) - exact).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,287 @@
+//! The keys a policy reads, where they already are: rows of `d` values, f32 or f16, either
+//! one contiguous `[L, d]` slice or runs of `2^k` rows each (a paged cache's blocks), so
+//! that the engine need not gather or widen them before a compression.
+//!
+//! Owns: [`KeyElem`] (how an element widens to f32, also 16 at a time on AVX-512: f16 to
+//! f32 is exact, so every computation on f16 keys equals the same computation on their
+//! widened f32 copies bit for bit), [`Rows`] (row `i` of either layout) and [`KeyRows`]
+//! (the element type chosen at run time) with their shape checks.
+//!
+//! Must not know: what the keys are used for, the engine's block tables.
+
+use half::f16;
+
+use super::PolicyError;
+
+/// An element of a key row: f32, or f16 widened exactly.
+pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
+    /// The value as f32 (exact).
+    fn widen(self) -> f32;
+
+    /// `dst[k] = src[k].widen()` for the shorter length (vectorised where it can be).
+    fn widen_into(src: &[Self], dst: &mut [f32]);
+
+    /// Sixteen consecutive elements at `p`, widened.
+    ///
+    /// # Safety
+    /// The target must have AVX-512F and `p` must point to 16 readable elements.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
+
+    /// The first `n < 16` elements at `p`, widened, the other lanes zero.
+    ///
+    /// # Safety
+    /// The target must have AVX-512F and `p` must point to `n` readable elements.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    unsafe fn load_first(p: *const Self, n: usize) -> std::arch::x86_64::__m512;
+}
+
+impl KeyElem for f32 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+
+    #[inline]
+    fn widen_into(src: &[f32], dst: &mut [f32]) {
+        let n = src.len().min(dst.len());
+        dst[..n].copy_from_slice(&src[..n]);
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> std::arch::x86_64::__m512 {
+        std::arch::x86_64::_mm512_loadu_ps(p)
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, n: usize) -> std::arch::x86_64::__m512 {
+        std::arch::x86_64::_mm512_maskz_loadu_ps((1u16 << n) - 1, p)
+    }
+}
+
+impl KeyElem for f16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+
+    #[inline]
+    fn widen_into(src: &[f16], dst: &mut [f32]) {
+        use half::slice::HalfFloatSliceExt;
+        let n = src.len().min(dst.len());
+        src[..n].convert_to_f32_slice(&mut dst[..n]);
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[inline(always)]
+    unsafe fn load16(p: *const f16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[inline(always)]
+    unsafe fn load_first(p: *const f16, n: usize) -> std::arch::x86_64::__m512 {
+        let mut tail = [f16::ZERO; 16];
+        std::ptr::copy_nonoverlapping(p, tail.as_mut_ptr(), n);
+        Self::load16(tail.as_ptr())
+    }
+}
+
+/// Rows `0..len` of `dim` elements: one slice `[len, dim]`, or runs of `2^shift` rows
+/// (row `i` is row `i % 2^shift` of run `i >> shift`).
+#[derive(Debug, Clone, Copy)]
+pub struct Rows<'a, E> {
+    /// `[len, dim]` when `runs` is empty.
+    flat: &'a [E],
+    /// `[runs, 2^shift, dim]` (the last run may be shorter).
+    runs: &'a [&'a [E]],
+    shift: u32,
+    len: usize,
+    dim: usize,
+}
+
+impl<'a, E: KeyElem> Rows<'a, E> {
+    /// One contiguous `[len, dim]` slice (`len = data.len() / dim`).
+    pub fn flat(data: &'a [E], dim: usize) -> Self {
+        Self {
+            flat: data,
+            runs: &[],
+            shift: 0,
+            len: data.len().checked_div(dim).unwrap_or(0),
+            dim,
+        }
+    }
+
+    /// `len` rows in runs of `run_len` rows (a power of two); every run but the last
+    /// holds at least `run_len * dim` elements, the last enough for the rows it holds.
+    pub fn runs(
+        runs: &'a [&'a [E]],
+        run_len: usize,
+        len: usize,
+        dim: usize,
+    ) -> Result<Self, PolicyError> {
+        if !run_len.is_power_of_two() {
+            return Err(PolicyError::KeyRuns {
+                why: format!("run length {run_len} is not a power of two"),
+            });
+        }
+        let needed = len.div_ceil(run_len);
+        if runs.len() < needed {
+            return Err(PolicyError::KeyRuns {
+                why: format!("{} runs of {run_len} rows for {len} rows", runs.len()),
+            });
+        }
+        for (r, run) in runs[..needed].iter().enumerate() {
+            let rows = run_len.min(len - r * run_len);
+            if run.len() < rows * dim {
+                return Err(PolicyError::KeyRuns {
+                    why: format!("run {r} holds {} values, needs {}", run.len(), rows * dim),
+                });
+            }
+        }
+        Ok(Self {
+            flat: &[],
+            runs: &runs[..needed],
+            shift: run_len.trailing_zeros(),
+            len,
+            dim,
+        })
+    }
+
+    /// Number of rows.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no rows.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Elements per row.
+    #[inline]
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Values described: the slice's length when flat (so that a slice that is not a
+    /// whole number of rows shows), `len * dim` in runs.
+    pub fn values(&self) -> usize {
+        if self.runs.is_empty() {
+            self.flat.len()
+        } else {
+            self.len * self.dim
+        }
+    }
+
+    /// Row `i` (`i < len`).
+    #[inline(always)]
+    pub fn row(&self, i: usize) -> &'a [E] {
+        let d = self.dim;
+        if self.runs.is_empty() {
+            &self.flat[i * d..(i + 1) * d]
+        } else {
+            let at = (i & ((1 << self.shift) - 1)) * d;
+            &self.runs[i >> self.shift][at..at + d]
+        }
+    }
+
+    /// Every row widened to f32, `[len, dim]`.
+    pub fn to_f32(&self) -> Vec<f32> {
+        (0..self.len)
+            .flat_map(|i| self.row(i).iter().map(|x| x.widen()))
+            .collect()
+    }
+}
+
+/// The keys of one KV head, `[L, d]`, in the element type the cache stores.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyRows<'a> {
+    F32(Rows<'a, f32>),
+    F16(Rows<'a, f16>),
+}
+
+impl<'a> KeyRows<'a> {
+    /// Contiguous f32 keys `[len, dim]`.
+    pub fn flat_f32(data: &'a [f32], dim: usize) -> Self {
+        KeyRows::F32(Rows::flat(data, dim))
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            KeyRows::F32(r) => r.len(),
+            KeyRows::F16(r) => r.len(),
+        }
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Elements per row.
+    pub fn dim(&self) -> usize {
+        match self {
+            KeyRows::F32(r) => r.dim(),
+            KeyRows::F16(r) => r.dim(),
+        }
+    }
+
+    /// Values described (see [`Rows::values`]).
+    pub fn values(&self) -> usize {
+        match self {
+            KeyRows::F32(r) => r.values(),
+            KeyRows::F16(r) => r.values(),
+        }
+    }
+
+    /// Every row widened to f32, `[len, dim]`.
+    pub fn to_f32(&self) -> Vec<f32> {
+        match self {
+            KeyRows::F32(r) => r.to_f32(),
+            KeyRows::F16(r) => r.to_f32(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_and_runs_give_the_same_rows() {
+        let dim = 3;
+        let data: Vec<f32> = (0..7 * dim).map(|x| x as f32).collect();
+        let flat = Rows::flat(&data, dim);
+        let halves: Vec<f16> = data.iter().map(|&x| f16::from_f32(x)).collect();
+        // Runs of 2 rows, the last holding one row (and spare room is allowed).
+        let runs: Vec<&[f16]> = halves.chunks(2 * dim).collect();
+        let paged = Rows::runs(&runs, 2, 7, dim).unwrap();
+        assert_eq!(paged.len(), 7);
+        for i in 0..7 {
+            let a: Vec<f32> = paged.row(i).iter().map(|x| x.widen()).collect();
+            assert_eq!(a, flat.row(i));
+        }
+        assert_eq!(KeyRows::F16(paged).to_f32(), data);
+        assert_eq!(KeyRows::flat_f32(&data, dim).len(), 7);
+    }
+
+    #[test]
+    fn bad_runs_are_errors() {
+        let data = [0.0f32; 12];
+        let runs: Vec<&[f32]> = data.chunks(3).collect();
+        assert!(
+            Rows::runs(&runs, 3, 4, 1).is_err(),
+            "run length not a power of two"
+        );
+        assert!(Rows::runs(&runs[..1], 2, 4, 1).is_err(), "too few runs");
+        assert!(Rows::runs(&runs, 2, 8, 2).is_err(), "a run too short");
+        assert!(Rows::runs(&runs, 2, 8, 1).is_ok());
+    }
+}
