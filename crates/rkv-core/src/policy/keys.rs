@@ -191,6 +191,24 @@ impl<'a, E: KeyElem> Rows<'a, E> {
         }
     }
 
+    /// Rows `i..i + n` as one slice when they lie contiguously (`None` otherwise, or when
+    /// they pass `len`).
+    #[inline(always)]
+    pub fn span(&self, i: usize, n: usize) -> Option<&'a [E]> {
+        let d = self.dim;
+        if i + n > self.len {
+            return None;
+        }
+        if self.runs.is_empty() {
+            return self.flat.get(i * d..(i + n) * d);
+        }
+        let off = i & ((1 << self.shift) - 1);
+        if off + n > 1 << self.shift {
+            return None;
+        }
+        self.runs[i >> self.shift].get(off * d..(off + n) * d)
+    }
+
     /// Every row widened to f32, `[len, dim]`.
     pub fn to_f32(&self) -> Vec<f32> {
         (0..self.len)
@@ -269,6 +287,11 @@ mod tests {
             assert_eq!(a, flat.row(i));
         }
         assert_eq!(KeyRows::F16(paged).to_f32(), data);
+        // Spans: within one run, or anywhere when flat; never past the rows.
+        assert_eq!(paged.span(2, 2).map(<[f16]>::len), Some(2 * dim));
+        assert!(paged.span(1, 2).is_none(), "crosses a run");
+        assert!(paged.span(6, 2).is_none(), "past the rows");
+        assert_eq!(flat.span(1, 5), Some(&data[dim..6 * dim]));
         assert_eq!(KeyRows::flat_f32(&data, dim).len(), 7);
     }
 

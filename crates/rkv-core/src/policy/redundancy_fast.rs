@@ -283,33 +283,38 @@ fn newest_and_sums<E: KeyElem>(
     };
     // Widened once (exact).
     let c: Vec<f32> = s.row(j).iter().map(|x| x.widen()).collect();
-    let mut resolve = |i: usize, d: f32, sweep: &mut FirstSweep| {
+    // Rows without a match, ascending; every row is written and kept by advancing `n`,
+    // and the hits are selected, not branched on (the decision is data-dependent).
+    let mut pending = vec![0usize; len];
+    let mut n = 0;
+    let mut resolve = |i: usize, d: f32| {
         let v = s.entry_from_dot(i, j, d);
-        if v > threshold {
-            latest[i] = j as u32;
-            entry[i] = v;
-        } else if i < old {
-            sweep.old.push(i);
-        } else {
-            sweep.new.push(i);
-        }
+        let hit = v > threshold;
+        latest[i] = if hit { j as u32 } else { latest[i] };
+        entry[i] = if hit { v } else { entry[i] };
+        pending[n] = i;
+        n += usize::from(!hit);
     };
     let quads = len - len % 4;
     for i0 in (0..quads).step_by(4) {
-        for ahead in (i0 + AHEAD..i0 + AHEAD + 4).filter(|&a| a < len) {
-            prefetch(s.row(ahead));
+        if let Some(ahead) = s.keys.span(i0 + AHEAD, 4) {
+            prefetch(ahead);
         }
         let rows: [&[E]; 4] = std::array::from_fn(|k| s.row(i0 + k));
         let [dc, ds] = dots2(&c, sum32, rows);
         sweep.sum_dots[i0..i0 + 4].copy_from_slice(&ds);
         for (k, d) in dc.into_iter().enumerate() {
-            resolve(i0 + k, d, &mut sweep);
+            resolve(i0 + k, d);
         }
     }
     for i in quads..len {
         sweep.sum_dots[i] = dot(sum32, s.row(i));
-        resolve(i, dot(&c, s.row(i)), &mut sweep);
+        resolve(i, dot(&c, s.row(i)));
     }
+    pending.truncate(n);
+    let split = pending.partition_point(|&i| i < old);
+    sweep.new = pending.split_off(split);
+    sweep.old = pending;
     sweep
 }
 
