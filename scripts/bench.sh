@@ -28,9 +28,9 @@ run gen4096_snapkv512 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budg
 run event_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 1024 --depths 0 --tokens 2048 --repeat 3 --json
 run event_snapkv1024 $RKV bench decode --threads 2 --kv-policy snapkv --kv-budget 1024 --depths 0 --tokens 2048 --repeat 3 --json
 # One compression event of one KV head in rkv-core (criterion; per-sample times copied here).
-cargo bench -p rkv-core --bench compress -- 'compress/(rkv_fast|snapkv)/B(256|1024|4096)_'
+cargo bench -p rkv-core --bench compress -- 'compress/(rkv_fast|rkv_paged|snapkv)/B(256|1024|4096)_'
 rm -rf "$OUT/compress" && mkdir -p "$OUT/compress"
-for f in "${CARGO_TARGET_DIR:-target}"/criterion/compress/{rkv_fast,snapkv}/B*/new/sample.json; do
+for f in "${CARGO_TARGET_DIR:-target}"/criterion/compress/{rkv_fast,rkv_paged,snapkv}/B*/new/sample.json; do
   id=$(basename "$(dirname "$(dirname "$f")")"); pol=$(basename "$(dirname "$(dirname "$(dirname "$f")")")")
   cp "$f" "$OUT/compress/${pol}_${id}.json"
 done

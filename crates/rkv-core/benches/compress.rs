@@ -1,8 +1,9 @@
 //! One compression event of one KV head at `L = budget + buffer` (buffer 128, window 8,
 //! GQA group 4): R-KV with the incremental redundancy path in steady state (the state
-//! has seen a previous compression, so 128 slots are new), R-KV with the O(L^2 d)
-//! oracle, and SnapKV. Window logits are given (the engine computes them), as in
-//! `select_keep`'s contract.
+//! has seen a previous compression, so 128 slots are new) on flat f32 keys and on the
+//! same keys as f16 in the engine's runs of 32 rows (what the engine passes), R-KV with
+//! the O(L^2 d) oracle, and SnapKV. Window logits are given (the engine computes them),
+//! as in `select_keep`'s contract.
 
 mod support;
 
@@ -26,6 +27,14 @@ fn compress(c: &mut Criterion) {
                 b.iter_batched(
                     || s.state.clone(),
                     |mut state| select_keep(&s.cfg, &s.obs(), &mut state),
+                    BatchSize::SmallInput,
+                )
+            });
+            let runs = s.runs();
+            group.bench_function(BenchmarkId::new("rkv_paged", &id), |b| {
+                b.iter_batched(
+                    || s.state.clone(),
+                    |mut state| select_keep(&s.cfg, &s.obs_paged(&runs), &mut state),
                     BatchSize::SmallInput,
                 )
             });

@@ -1,14 +1,20 @@
 //! The cache the `compress` bench (and the ignored timing test `tests/compress_timing.rs`)
 //! compresses: one KV head at `L = budget + buffer` (buffer 128, window 8, GQA group 4)
-//! whose first `budget` slots survived a previous R-KV compression.
+//! whose first `budget` slots survived a previous R-KV compression. Keys are rounded to
+//! f16, as the engine stores them, so that the same cache can be read as flat f32 keys or
+//! as f16 keys in the engine's runs of 32 rows (identical values, identical results).
 
+use half::f16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rkv_core::policy::Rows;
 use rkv_core::{select_keep, CompressionConfig, HeadObservation, HeadState, KeyRows};
 
 const BUFFER: usize = 128;
 const WINDOW: usize = 8;
 const GROUP: usize = 4;
+/// Rows per run of the paged layout (the engine's default block size).
+const RUN: usize = 32;
 
 /// Keys like a real head's: a shared offset, a few clusters with noise, repeated runs.
 /// With `structured == false`: independent uniform keys (almost no pair exceeds 0.5,
@@ -39,7 +45,7 @@ fn keys(
             );
         }
     }
-    out
+    out.iter().map(|&x| f16::from_f32(x).to_f32()).collect()
 }
 
 /// A cache of `budget + BUFFER` slots whose first `budget` slots survived a previous
@@ -47,7 +53,10 @@ fn keys(
 pub struct Setup {
     pub cfg: CompressionConfig,
     pub dim: usize,
-    pub keys: Vec<f32>,   // [L, d]
+    pub keys: Vec<f32>, // [L, d]
+    // The bench reads these; `tests/compress_timing.rs`, which shares this module, does not.
+    #[allow(dead_code)]
+    pub paged: Vec<Vec<f16>>, // [L / RUN, RUN * d] the same keys in runs
     pub logits: Vec<f32>, // [g, w, L - w]
     pub state: HeadState,
 }
@@ -88,10 +97,15 @@ pub fn setup(budget: usize, dim: usize, structured: bool) -> Setup {
         .flat_map(|&i| first[i * dim..(i + 1) * dim].to_vec())
         .collect();
     cache.extend(keys(&mut rng, BUFFER, dim, structured, &centres));
+    let paged = cache
+        .chunks(RUN * dim)
+        .map(|run| run.iter().map(|&x| f16::from_f32(x)).collect())
+        .collect();
     Setup {
         cfg,
         dim,
         keys: cache,
+        paged,
         logits: logits(&mut rng),
         state,
     }
@@ -99,10 +113,28 @@ pub fn setup(budget: usize, dim: usize, structured: bool) -> Setup {
 
 impl Setup {
     pub fn obs(&self) -> HeadObservation<'_> {
+        self.obs_with(KeyRows::flat_f32(&self.keys, self.dim))
+    }
+
+    /// The runs of [`Setup::paged`], for [`Setup::obs_paged`].
+    #[allow(dead_code)]
+    pub fn runs(&self) -> Vec<&[f16]> {
+        self.paged.iter().map(Vec::as_slice).collect()
+    }
+
+    /// The observation with the keys read from `runs` (f16, in place).
+    #[allow(dead_code)]
+    pub fn obs_paged<'a>(&'a self, runs: &'a [&'a [f16]]) -> HeadObservation<'a> {
+        let len = self.keys.len() / self.dim;
+        let rows = Rows::runs(runs, RUN, len, self.dim).expect("runs cover the cache");
+        self.obs_with(KeyRows::F16(rows))
+    }
+
+    fn obs_with<'a>(&'a self, keys: KeyRows<'a>) -> HeadObservation<'a> {
         HeadObservation {
             len: self.keys.len() / self.dim,
             head_dim: self.dim,
-            keys: KeyRows::flat_f32(&self.keys, self.dim),
+            keys,
             group: GROUP,
             window: WINDOW,
             window_logits: &self.logits,
