@@ -191,6 +191,13 @@ impl<'a, E: KeyElem> Rows<'a, E> {
         }
     }
 
+    /// Whether the rows lie in runs (a paged cache, read in place and so likely cold in
+    /// cache) rather than in one slice (typically a copy just gathered).
+    #[inline]
+    pub fn is_paged(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
     /// Rows `i..i + n` as one slice when they lie contiguously (`None` otherwise, or when
     /// they pass `len`).
     #[inline(always)]

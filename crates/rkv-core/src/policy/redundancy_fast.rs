@@ -189,7 +189,11 @@ fn incremental<'a, E: KeyElem>(
     inv.extend_from_slice(&state.inv_norm);
     let mut wide = vec![0.0f32; dim];
     for i in old..len {
-        if let Some(ahead) = (i + AHEAD / 4 < len).then(|| rows.row(i + AHEAD / 4)) {
+        if let Some(ahead) = rows
+            .is_paged()
+            .then(|| rows.span(i + AHEAD / 4, 1))
+            .flatten()
+        {
             prefetch(ahead);
         }
         E::widen_into(rows.row(i), &mut wide);
@@ -256,9 +260,9 @@ struct FirstSweep {
     sum_dots: Vec<f32>,
 }
 
-/// Rows ahead of the one being read that [`newest_and_sums`] asks the memory for (the
-/// sweep is the first read of most rows in a compression, straight from the cache's
-/// blocks, whose 4 KB runs the hardware prefetcher does not cross).
+/// Rows ahead of the one being read that [`newest_and_sums`] asks the memory for, when the
+/// keys are read in place from a paged cache (the sweep is then the first read of most
+/// rows in a compression, and the hardware prefetcher stops at each 4 KB run).
 const AHEAD: usize = 48;
 
 /// The first sweep: every row against the newest slot `L - 1` and the key sum at once,
@@ -295,9 +299,12 @@ fn newest_and_sums<E: KeyElem>(
         pending[n] = i;
         n += usize::from(!hit);
     };
+    // Keys read in place from the cache's runs are cold: ask for them ahead. A flat slice
+    // is a copy the caller has just made (warm), where prefetching only costs.
+    let paged = s.keys.is_paged();
     let quads = len - len % 4;
     for i0 in (0..quads).step_by(4) {
-        if let Some(ahead) = s.keys.span(i0 + AHEAD, 4) {
+        if let Some(ahead) = paged.then(|| s.keys.span(i0 + AHEAD, 4)).flatten() {
             prefetch(ahead);
         }
         let rows: [&[E]; 4] = std::array::from_fn(|k| s.row(i0 + k));
