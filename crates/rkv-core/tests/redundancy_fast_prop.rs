@@ -122,6 +122,26 @@ fn valid_top_k(ours: &[usize], score: &[f64], k: usize, tol: f64) -> Result<(), 
     Ok(())
 }
 
+/// R-KV with a max-pool kernel of 3 and no sinks.
+fn rkv_config(
+    budget: usize,
+    buffer: usize,
+    window: usize,
+    threshold: f32,
+    lambda: f32,
+) -> CompressionConfig {
+    CompressionConfig {
+        policy: PolicyKind::RKv,
+        budget,
+        buffer,
+        window,
+        kernel: 3,
+        lambda,
+        threshold,
+        sinks: 0,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run(
     seed: u64,
@@ -133,16 +153,7 @@ fn run(
     lambda: f32,
     n_comp: usize,
 ) -> Result<Stats, String> {
-    let cfg = CompressionConfig {
-        policy: PolicyKind::RKv,
-        budget,
-        buffer,
-        window,
-        kernel: 3,
-        lambda,
-        threshold,
-        sinks: 0,
-    };
+    let cfg = rkv_config(budget, buffer, window, threshold, lambda);
     cfg.validate().map_err(|e| e.to_string())?;
     let mut gen = KeyGen::new(seed, dim);
     let mut rng = StdRng::seed_from_u64(seed ^ 0xA5A5);
@@ -297,16 +308,7 @@ fn larger_caches_match_oracle() {
 /// arithmetic).
 fn run_paged(seed: u64, dim: usize, run_len: usize, n_comp: usize) -> Result<(), String> {
     let (budget, buffer, window, threshold) = (40, 12, 4, 0.5);
-    let cfg = CompressionConfig {
-        policy: PolicyKind::RKv,
-        budget,
-        buffer,
-        window,
-        kernel: 3,
-        lambda: 0.1,
-        threshold,
-        sinks: 0,
-    };
+    let cfg = rkv_config(budget, buffer, window, threshold, 0.1);
     let mut gen = KeyGen::new(seed, dim);
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5A5A);
     let mut resident: Vec<Vec<f16>> = Vec::new();

@@ -12,11 +12,11 @@ use std::time::Instant;
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockTable;
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_core::policy::{select_keep, HeadObservation, HeadState, KeyRows, Rows};
+use rkv_core::policy::{select_keep, HeadObservation, HeadState, KeyRows};
 use rkv_model::AttentionShape;
 
 use crate::error::{EngineError, Result};
-use crate::kv_store::{KeyRuns, KvStore};
+use crate::kv_store::KvStore;
 use crate::paged_attention::{CaptureSpec, Segment, WindowLogits};
 
 /// What one call of [`SeqCompression::maybe_compress`] did.
@@ -190,18 +190,16 @@ impl SeqCompression {
             // a power of two; otherwise the keys are read where they lie.
             .map_init(Vec::new, |flat, (i, state)| {
                 let (layer, head) = (i / nkv, i % nkv);
-                let runs =
-                    (needs_keys && runs_fit).then(|| store_ref.key_runs(&blocks, layer, head, len));
-                if needs_keys && !runs_fit {
-                    store_ref.read_keys_into(&blocks, layer, head, len, flat);
-                }
+                let runs = match (needs_keys, runs_fit) {
+                    (true, true) => Some(store_ref.key_runs(&blocks, layer, head, len)),
+                    (true, false) => {
+                        store_ref.read_keys_into(&blocks, layer, head, len, flat);
+                        None
+                    }
+                    (false, _) => None,
+                };
                 let keys = match &runs {
-                    Some(KeyRuns::F16(r)) => {
-                        KeyRows::F16(Rows::runs(r, bs, len, d).map_err(|e| e.to_string())?)
-                    }
-                    Some(KeyRuns::F32(r)) => {
-                        KeyRows::F32(Rows::runs(r, bs, len, d).map_err(|e| e.to_string())?)
-                    }
+                    Some(r) => r.rows(bs, len, d).map_err(|e| e.to_string())?,
                     None => KeyRows::flat_f32(flat, d),
                 };
                 let obs = HeadObservation {

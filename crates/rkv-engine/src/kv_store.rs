@@ -10,6 +10,7 @@
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use rkv_core::block_pool::{BlockId, BlockPool, BlockTable};
+use rkv_core::policy::{KeyRows, PolicyError, Rows};
 
 use crate::error::{EngineError, Result};
 
@@ -121,6 +122,22 @@ impl KvBuf {
 pub enum KeyRuns<'a> {
     F16(Vec<&'a [f16]>),
     F32(Vec<&'a [f32]>),
+}
+
+impl KeyRuns<'_> {
+    /// The first `len` rows of `head_dim` keys, `block_size` rows per run, for rkv-core
+    /// (an error when `block_size` is not a power of two).
+    pub fn rows(
+        &self,
+        block_size: usize,
+        len: usize,
+        head_dim: usize,
+    ) -> std::result::Result<KeyRows<'_>, PolicyError> {
+        Ok(match self {
+            KeyRuns::F16(r) => KeyRows::F16(Rows::runs(r, block_size, len, head_dim)?),
+            KeyRuns::F32(r) => KeyRows::F32(Rows::runs(r, block_size, len, head_dim)?),
+        })
+    }
 }
 
 pub struct KvStore {

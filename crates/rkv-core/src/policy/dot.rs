@@ -4,9 +4,8 @@
 //! Owns: the order (lane `l` of 16 accumulates elements `l, l + 16, ...` by fused
 //! multiply-add, the tail as a partial block, then the tree 16 -> 8 -> 4 -> 2 -> 1), its
 //! AVX-512 and portable implementations, batched forms that share loads ([`dots`],
-//! [`dots2`]), the f64 norms, and a prefetch hint for rows about to be read. Elements widen
-//! to f32 first ([`KeyElem`]; exact for f16), so a result never depends on whether a row was
-//! stored in f16 or widened before.
+//! [`dots2`]), and the f64 norms. Elements widen to f32 first ([`KeyElem`]; exact for
+//! f16), so a result never depends on whether a row was stored in f16 or widened before.
 //!
 //! Must not know: keys' meaning, thresholds, layouts of the cache.
 
@@ -253,23 +252,6 @@ mod avx512 {
         let v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
         _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)))
     }
-}
-
-/// Ask the memory for `row` ahead of its use (a hint: no effect on results, never faults).
-#[inline(always)]
-pub fn prefetch<E>(row: &[E]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = row.as_ptr() as *const i8;
-        for line in (0..std::mem::size_of_val(row)).step_by(64) {
-            // SAFETY: a prefetch reads nothing architecturally and never faults; the
-            // address is inside `row`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
 }
 
 /// Dot product of two rows (the shorter length) in a fixed order: see [`dots`].

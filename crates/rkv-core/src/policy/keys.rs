@@ -4,14 +4,27 @@
 //!
 //! Owns: [`KeyElem`] (how an element widens to f32, also 16 at a time on AVX-512: f16 to
 //! f32 is exact, so every computation on f16 keys equals the same computation on their
-//! widened f32 copies bit for bit), [`Rows`] (row `i` of either layout) and [`KeyRows`]
-//! (the element type chosen at run time) with their shape checks.
+//! widened f32 copies bit for bit), [`Rows`] (row `i` of either layout, and asking the
+//! memory ahead for rows read in place) and [`KeyRows`] (the element type chosen at run
+//! time, [`each_rows!`] to run one generic body on either) with their shape checks.
 //!
 //! Must not know: what the keys are used for, the engine's block tables.
 
 use half::f16;
 
 use super::PolicyError;
+
+/// `each_rows!(key_rows, r => body)`: `body` with `r` bound to the [`Rows`] of whichever
+/// element type `key_rows` holds (one generic body, monomorphised for each).
+macro_rules! each_rows {
+    ($keys:expr, $r:ident => $body:expr) => {
+        match $keys {
+            $crate::policy::keys::KeyRows::F32($r) => $body,
+            $crate::policy::keys::KeyRows::F16($r) => $body,
+        }
+    };
+}
+pub(crate) use each_rows;
 
 /// An element of a key row: f32, or f16 widened exactly.
 pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
@@ -191,17 +204,37 @@ impl<'a, E: KeyElem> Rows<'a, E> {
         }
     }
 
-    /// Whether the rows lie in runs (a paged cache, read in place and so likely cold in
-    /// cache) rather than in one slice (typically a copy just gathered).
-    #[inline]
-    pub fn is_paged(&self) -> bool {
-        !self.runs.is_empty()
+    /// Asks the memory for rows `i..i + n` ahead of their use, when the rows lie in runs
+    /// (a paged cache read in place, so likely cold, and whose 4 KB runs the hardware
+    /// prefetcher does not cross) and these rows in one run; a no-op otherwise (a flat
+    /// slice is typically a copy just made, warm, where prefetching only costs). A hint:
+    /// no effect on any result.
+    #[inline(always)]
+    pub fn prefetch(&self, i: usize, n: usize) {
+        if self.runs.is_empty() {
+            return;
+        }
+        let Some(span) = self.span(i, n) else {
+            return;
+        };
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let start = span.as_ptr() as *const i8;
+            for line in (0..std::mem::size_of_val(span)).step_by(64) {
+                // SAFETY: a prefetch reads nothing architecturally and never faults; the
+                // address is inside `span`.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line)) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = span;
     }
 
     /// Rows `i..i + n` as one slice when they lie contiguously (`None` otherwise, or when
     /// they pass `len`).
     #[inline(always)]
-    pub fn span(&self, i: usize, n: usize) -> Option<&'a [E]> {
+    fn span(&self, i: usize, n: usize) -> Option<&'a [E]> {
         let d = self.dim;
         if i + n > self.len {
             return None;
@@ -239,10 +272,7 @@ impl<'a> KeyRows<'a> {
 
     /// Number of rows.
     pub fn len(&self) -> usize {
-        match self {
-            KeyRows::F32(r) => r.len(),
-            KeyRows::F16(r) => r.len(),
-        }
+        each_rows!(self, r => r.len())
     }
 
     /// Whether there are no rows.
@@ -252,26 +282,17 @@ impl<'a> KeyRows<'a> {
 
     /// Elements per row.
     pub fn dim(&self) -> usize {
-        match self {
-            KeyRows::F32(r) => r.dim(),
-            KeyRows::F16(r) => r.dim(),
-        }
+        each_rows!(self, r => r.dim())
     }
 
     /// Values described (see [`Rows::values`]).
     pub fn values(&self) -> usize {
-        match self {
-            KeyRows::F32(r) => r.values(),
-            KeyRows::F16(r) => r.values(),
-        }
+        each_rows!(self, r => r.values())
     }
 
     /// Every row widened to f32, `[len, dim]`.
     pub fn to_f32(&self) -> Vec<f32> {
-        match self {
-            KeyRows::F32(r) => r.to_f32(),
-            KeyRows::F16(r) => r.to_f32(),
-        }
+        each_rows!(self, r => r.to_f32())
     }
 }
 

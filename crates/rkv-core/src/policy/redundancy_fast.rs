@@ -30,8 +30,8 @@
 //! `i < kept.len()`, with bit-identical keys, and newer slots follow.
 
 use super::cosine::CosineRows;
-use super::dot::{dot, dots2, inv_norm, prefetch};
-use super::keys::{KeyElem, KeyRows, Rows};
+use super::dot::{dot, dots2, inv_norm};
+use super::keys::{each_rows, KeyElem, KeyRows, Rows};
 use super::redundancy::{redundancy_from_column_sums, zeroed_column};
 use super::PolicyError;
 
@@ -149,10 +149,7 @@ pub fn redundancy_incremental<'a>(
     window: usize,
     state: &HeadState,
 ) -> Result<FastRedundancy<'a>, PolicyError> {
-    match keys {
-        KeyRows::F32(rows) => incremental(rows, keys, threshold, window, state),
-        KeyRows::F16(rows) => incremental(rows, keys, threshold, window, state),
-    }
+    each_rows!(keys, rows => incremental(rows, keys, threshold, window, state))
 }
 
 /// [`redundancy_incremental`] for one element type: `rows` are `keys`' rows.
@@ -189,13 +186,7 @@ fn incremental<'a, E: KeyElem>(
     inv.extend_from_slice(&state.inv_norm);
     let mut wide = vec![0.0f32; dim];
     for i in old..len {
-        if let Some(ahead) = rows
-            .is_paged()
-            .then(|| rows.span(i + AHEAD / 4, 1))
-            .flatten()
-        {
-            prefetch(ahead);
-        }
+        rows.prefetch(i + AHEAD / 4, 1);
         E::widen_into(rows.row(i), &mut wide);
         let v = inv_norm(&wide);
         inv.push(v);
@@ -299,14 +290,9 @@ fn newest_and_sums<E: KeyElem>(
         pending[n] = i;
         n += usize::from(!hit);
     };
-    // Keys read in place from the cache's runs are cold: ask for them ahead. A flat slice
-    // is a copy the caller has just made (warm), where prefetching only costs.
-    let paged = s.keys.is_paged();
     let quads = len - len % 4;
     for i0 in (0..quads).step_by(4) {
-        if let Some(ahead) = paged.then(|| s.keys.span(i0 + AHEAD, 4)).flatten() {
-            prefetch(ahead);
-        }
+        s.keys.prefetch(i0 + AHEAD, 4);
         let rows: [&[E]; 4] = std::array::from_fn(|k| s.row(i0 + k));
         let [dc, ds] = dots2(&c, sum32, rows);
         sweep.sum_dots[i0..i0 + 4].copy_from_slice(&ds);
@@ -357,12 +343,13 @@ fn column_sums_fast<E: KeyElem>(
     let mut newest_zeroed = 0.0f64;
     for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
         let j = zeroed_column(from_u32(r));
-        if j == newest && i != j {
+        if i == j {
+            continue;
+        }
+        if j == newest {
             newest_zeroed += f64::from(v);
-        } else if i != j {
-            if let Some(c) = sums.get_mut(j) {
-                *c -= f64::from(v);
-            }
+        } else if let Some(c) = sums.get_mut(j) {
+            *c -= f64::from(v);
         }
     }
     if let Some(c) = sums.get_mut(newest) {
@@ -413,10 +400,7 @@ impl FastRedundancy<'_> {
             latest_entry.push(self.zeroed_entry[i]);
         }
         let mut key_sum = self.key_sum.clone();
-        match self.keys {
-            KeyRows::F32(rows) => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index),
-            KeyRows::F16(rows) => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index),
-        }
+        each_rows!(self.keys, rows => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index));
         state.inv_norm = kept.iter().map(|&i| self.inv_norm[i]).collect();
         state.latest = latest;
         state.latest_entry = latest_entry;
