@@ -41,19 +41,35 @@ pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f6
     }
     let inv_len = 1.0 / len as f64;
     // The largest mean (NaN ignored): scaling by `inv_len > 0` is monotone, so it is the
-    // largest sum scaled.
-    let max = column_sums
+    // largest sum scaled. Eight running maxima (not one chain of dependent compares); the
+    // largest of them is the same value in any order (of two zeros either may win, and
+    // `x - 0.0` and `x + 0.0` exponentiate alike below).
+    let larger = |m: f64, c: f64| if c > m { c } else { m };
+    let mut part = [f64::NEG_INFINITY; 8];
+    let mut chunks = column_sums.chunks_exact(8);
+    for c in &mut chunks {
+        for (m, &x) in part.iter_mut().zip(c) {
+            *m = larger(*m, x);
+        }
+    }
+    let max = chunks
+        .remainder()
         .iter()
-        .fold(f64::NEG_INFINITY, |m, &c| if c > m { c } else { m })
+        .fold(part.into_iter().fold(f64::NEG_INFINITY, larger), |m, &c| {
+            larger(m, c)
+        })
         * inv_len;
     let mut exps: Vec<f64> = column_sums
         .iter()
         .map(|c| exp_in_range((c * inv_len - max).clamp(-EXP_RANGE, EXP_RANGE)))
         .collect();
     // Outside the range (or NaN), f64::exp; checked first so that the loop above stays
-    // free of calls.
-    let outside = |x: f64| x.is_nan() || x.abs() > EXP_RANGE;
-    if column_sums.iter().any(|c| outside(c * inv_len - max)) {
+    // free of calls, and without stopping early so that the check itself vectorises.
+    let outside = |x: f64| x.is_nan() | (x.abs() > EXP_RANGE);
+    if column_sums
+        .iter()
+        .fold(false, |any, c| any | outside(c * inv_len - max))
+    {
         for (e, c) in exps.iter_mut().zip(column_sums) {
             let x = c * inv_len - max;
             if outside(x) {
