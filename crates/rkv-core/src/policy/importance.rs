@@ -3,7 +3,8 @@
 //!
 //! Owns: GQA max over the group on raw logits (before the softmax), the softmax over the
 //! `L - w` candidates in f32, the mean over the `w` window queries, and the 1-D max-pool
-//! (kernel `k`, stride 1, same-size output, clipped at the ends).
+//! (kernel `k`, stride 1, same-size output, clipped at the ends); a hook is called every
+//! [`TICK`] exponentials (the caller interleaves its own memory requests with them).
 //!
 //! Must not know: keys, redundancy, budgets, selection. Shapes are checked by the caller.
 
@@ -37,6 +38,11 @@ pub fn max_into(acc: &mut [f32], x: &[f32]) {
 /// In-place softmax in f32: subtract the max, exponentiate, divide by the sum.
 /// A row whose entries are all `-inf` becomes uniform.
 pub fn softmax_in_place(row: &mut [f32]) {
+    softmax_in_place_with(row, &mut || {});
+}
+
+/// [`softmax_in_place`], calling `tick` after every [`TICK`] exponentials.
+pub fn softmax_in_place_with(row: &mut [f32], tick: &mut dyn FnMut()) {
     if row.is_empty() {
         return;
     }
@@ -47,9 +53,12 @@ pub fn softmax_in_place(row: &mut [f32]) {
         return;
     }
     let mut sum = 0.0f32;
-    for x in row.iter_mut() {
-        *x = (*x - max).exp();
-        sum += *x;
+    for chunk in row.chunks_mut(TICK) {
+        for x in chunk.iter_mut() {
+            *x = (*x - max).exp();
+            sum += *x;
+        }
+        tick();
     }
     let inv = 1.0 / sum;
     row.iter_mut().for_each(|x| *x *= inv);
@@ -85,13 +94,28 @@ pub fn importance(
     n: usize,
     kernel: usize,
 ) -> Vec<f32> {
+    importance_with(window_logits, group, window, n, kernel, &mut || {})
+}
+
+/// Exponentials between two calls of the tick of [`importance_with`].
+pub const TICK: usize = 32;
+
+/// [`importance`], calling `tick` after every [`TICK`] exponentials.
+pub fn importance_with(
+    window_logits: &[f32],
+    group: usize,
+    window: usize,
+    n: usize,
+    kernel: usize,
+    tick: &mut dyn FnMut(),
+) -> Vec<f32> {
     let mut rows = group_max(window_logits, group, window, n);
     let mut mean = vec![0.0f32; n];
     if n == 0 {
         return mean;
     }
     for row in rows.chunks_exact_mut(n) {
-        softmax_in_place(row);
+        softmax_in_place_with(row, tick);
         for (m, &p) in mean.iter_mut().zip(row.iter()) {
             *m += p;
         }

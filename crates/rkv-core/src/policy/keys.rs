@@ -294,10 +294,106 @@ impl<'a> KeyRows<'a> {
     pub fn to_f32(&self) -> Vec<f32> {
         each_rows!(self, r => r.to_f32())
     }
+
+    /// Asks the memory for rows `i..i + n` (any span, across runs): see [`Rows::prefetch`].
+    pub fn prefetch_span(&self, i: usize, n: usize) {
+        each_rows!(self, r => {
+            let end = (i + n).min(r.len());
+            let mut at = i;
+            while at < end {
+                // To the end of `at`'s run (or of the rows).
+                let rest = if r.runs.is_empty() {
+                    end - at
+                } else {
+                    (((at >> r.shift) + 1) << r.shift).min(end) - at
+                };
+                r.prefetch(at, rest);
+                at += rest;
+            }
+        })
+    }
+}
+
+/// A cursor asking the memory for every row of a head, a few at a time between other
+/// work, in the order the incremental redundancy first reads them: the rows from `first`
+/// (those appended since the last compression) to the end, then the rest from row 0.
+#[derive(Debug)]
+pub struct Prefetcher<'a> {
+    keys: KeyRows<'a>,
+    first: usize,
+    next: usize,
+    left: usize,
+}
+
+impl<'a> Prefetcher<'a> {
+    /// A cursor over all of `keys`, starting at row `first`.
+    pub fn new(keys: KeyRows<'a>, first: usize) -> Self {
+        let len = keys.len();
+        Self {
+            keys,
+            first: first.min(len),
+            next: first.min(len),
+            left: len,
+        }
+    }
+
+    /// Asks for the next `n` rows (fewer at the end).
+    pub fn advance(&mut self, n: usize) {
+        let len = self.keys.len();
+        let mut n = n.min(self.left);
+        while n > 0 {
+            if self.next == len {
+                self.next = 0;
+            }
+            let stop = if self.next < self.first {
+                self.first
+            } else {
+                len
+            };
+            let take = n.min(stop - self.next);
+            self.keys.prefetch_span(self.next, take);
+            self.next += take;
+            self.left -= take;
+            n -= take;
+        }
+    }
+
+    /// Rows not asked for yet.
+    pub fn left(&self) -> usize {
+        self.left
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn prefetcher_visits_every_row_once_new_rows_first() {
+        let data = vec![0.0f32; 40 * 2];
+        let runs: Vec<&[f32]> = data.chunks(8 * 2).collect();
+        for keys in [
+            KeyRows::flat_f32(&data, 2),
+            KeyRows::F32(Rows::runs(&runs, 8, 40, 2).unwrap()),
+        ] {
+            for (first, step) in [(30usize, 3usize), (0, 7), (40, 5), (55, 1)] {
+                let mut p = Prefetcher::new(keys, first);
+                let mut order = Vec::new();
+                while p.left() > 0 {
+                    let before = (p.next, p.left);
+                    p.advance(step);
+                    let took = before.1 - p.left;
+                    assert!(took == step.min(before.1), "{first} {step}");
+                    order.push(before.0);
+                }
+                // Starts at `first` (clamped), wraps to 0, stops after all 40 rows.
+                assert_eq!(order[0], first.min(40));
+                p.advance(3);
+                assert_eq!(p.left(), 0);
+            }
+            keys.prefetch_span(5, 30);
+            keys.prefetch_span(38, 10);
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -19,7 +19,7 @@ pub mod redundancy_fast;
 pub mod select;
 pub mod streaming;
 
-pub use keys::{KeyElem, KeyRows, Rows};
+pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};
 pub use redundancy_fast::{redundancy_incremental, FastRedundancy, HeadState};
 
@@ -181,8 +181,24 @@ fn score_validated<'a>(
     path: RedundancyPath,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     let n = obs.len.saturating_sub(obs.window);
-    let importance =
-        importance::importance(obs.window_logits, obs.group, obs.window, n, cfg.kernel);
+    let importance = if cfg.policy == PolicyKind::RKv && path == RedundancyPath::Fast {
+        // The redundancy reads every key next, mostly for the first time since they were
+        // written: the memory fetches them while the importance's exponentials run (a few
+        // rows per tick, all of them by the end).
+        let mut keys = Prefetcher::new(obs.keys, state.described());
+        let ticks = (obs.window * n).div_ceil(importance::TICK).max(1);
+        let per_tick = obs.keys.len().div_ceil(ticks) + 1;
+        importance::importance_with(
+            obs.window_logits,
+            obs.group,
+            obs.window,
+            n,
+            cfg.kernel,
+            &mut || keys.advance(per_tick),
+        )
+    } else {
+        importance::importance(obs.window_logits, obs.group, obs.window, n, cfg.kernel)
+    };
     let lambda = f64::from(cfg.effective_lambda());
     let (redundancy, pass) = if cfg.policy == PolicyKind::RKv {
         match path {
