@@ -4,7 +4,7 @@
 //! Owns: the order (lane `l` of 16 accumulates elements `l, l + 16, ...` by fused
 //! multiply-add, the tail as a partial block, then the tree 16 -> 8 -> 4 -> 2 -> 1), its
 //! AVX-512 and portable implementations, batched forms that share loads ([`dots`],
-//! [`dots2`]), and the f64 norms. Elements widen to f32 first ([`KeyElem`]; exact for
+//! [`dots2`]), the norms and f64 sums of scaled rows. Elements widen to f32 first ([`KeyElem`]; exact for
 //! f16), so a result never depends on whether a row was stored in f16 or widened before.
 //!
 //! Must not know: keys' meaning, thresholds, layouts of the cache.
@@ -14,10 +14,7 @@ use super::keys::KeyElem;
 /// Lanes of the f32 dot product's partial sums (one AVX-512 register; a fixed order).
 const LANES: usize = 16;
 
-/// Lanes of the f64 dot products' partial sums.
-const LANES_F64: usize = 8;
-
-/// Inverse norms `1 / (||k||_2 + 1e-8)` of `len` keys (norm accumulated in f64).
+/// Inverse norms `1 / (||k||_2 + 1e-8)` of `len` keys ([`inv_norm`]).
 ///
 /// `keys`: `[len, dim]`. Returns `[len]`.
 pub fn inv_norms<E: KeyElem>(keys: &[E], dim: usize) -> Vec<f32> {
@@ -27,18 +24,71 @@ pub fn inv_norms<E: KeyElem>(keys: &[E], dim: usize) -> Vec<f32> {
     keys.chunks_exact(dim).map(inv_norm).collect()
 }
 
-/// `1 / (||k||_2 + 1e-8)` of one key.
+/// `1 / (||k||_2 + 1e-8)` of one key, the squared norm from [`dot`] (f32 in the fixed
+/// order, as the reference computes it in f32).
 #[inline]
 pub fn inv_norm<E: KeyElem>(key: &[E]) -> f32 {
-    1.0 / (dot_f64(key, key).sqrt() as f32 + 1e-8)
+    1.0 / (dot(key, key).sqrt() + 1e-8)
 }
 
-/// `a * b + c`: fused (one rounding) where the target has FMA, else two roundings. Either
-/// way one fixed function per build, symmetric in `a` and `b`.
+/// Adds `sum_r scale_r * row_r` over `rows` to `sum`: the scaled rows are accumulated in
+/// f32 (per element, in row order, [`madd`]) in blocks of [`SUM_BLOCK`] rows, and each
+/// block's total is widened and added to the f64 `sum` (the running sum a caller keeps
+/// across many updates stays in f64). The same bits for f16 rows as for their f32
+/// widening, however it is vectorised. Each row must be at least `sum.len()` long.
+pub fn add_scaled_rows<'r, E: KeyElem>(
+    sum: &mut [f64],
+    rows: impl IntoIterator<Item = (&'r [E], f32)>,
+) {
+    let dim = sum.len();
+    let mut block = vec![0.0f32; dim];
+    let mut in_block = 0;
+    for (row, scale) in rows {
+        let row = &row[..dim];
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+        {
+            // SAFETY: the target has AVX-512F; `row` is as long as `block`.
+            unsafe { avx512::add_scaled(&mut block, row, scale) }
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+        add_scaled_portable(&mut block, row, scale);
+        in_block += 1;
+        if in_block == SUM_BLOCK {
+            flush_block(sum, &mut block);
+            in_block = 0;
+        }
+    }
+    if in_block > 0 {
+        flush_block(sum, &mut block);
+    }
+}
+
+/// Rows per f32 block of [`add_scaled_rows`].
+const SUM_BLOCK: usize = 16;
+
+/// `sum += block` (widened), then `block = 0`.
+#[inline]
+fn flush_block(sum: &mut [f64], block: &mut [f32]) {
+    for (s, b) in sum.iter_mut().zip(block.iter_mut()) {
+        *s += f64::from(*b);
+        *b = 0.0;
+    }
+}
+
+/// One row of [`add_scaled_rows`] in plain Rust.
 #[cfg_attr(
     all(target_arch = "x86_64", target_feature = "avx512f"),
     allow(dead_code)
 )]
+#[inline(always)]
+fn add_scaled_portable<E: KeyElem>(block: &mut [f32], row: &[E], scale: f32) {
+    for (t, &x) in block.iter_mut().zip(row) {
+        *t = madd(x.widen(), scale, *t);
+    }
+}
+
+/// `a * b + c`: fused (one rounding) where the target has FMA, else two roundings. Either
+/// way one fixed function per build, symmetric in `a` and `b`.
 #[inline(always)]
 fn madd(a: f32, b: f32, c: f32) -> f32 {
     #[cfg(target_feature = "fma")]
@@ -242,6 +292,26 @@ mod avx512 {
         out
     }
 
+    /// One row of [`super::add_scaled_rows`] into its f32 block, 16 elements at a time
+    /// (`block` and `row` of equal length).
+    ///
+    /// # Safety
+    /// The target must have AVX-512F.
+    #[inline(always)]
+    pub(super) unsafe fn add_scaled<E: KeyElem>(block: &mut [f32], row: &[E], scale: f32) {
+        let n = block.len();
+        let full = n - n % LANES;
+        let (pb, pr) = (block.as_mut_ptr(), row.as_ptr());
+        let s = _mm512_set1_ps(scale);
+        let mut c = 0;
+        while c < full {
+            let t = _mm512_loadu_ps(pb.add(c));
+            _mm512_storeu_ps(pb.add(c), _mm512_fmadd_ps(E::load16(pr.add(c)), s, t));
+            c += LANES;
+        }
+        super::add_scaled_portable(&mut block[full..], &row[full..], scale);
+    }
+
     /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
     #[inline(always)]
     unsafe fn reduce(x: __m512) -> f32 {
@@ -260,29 +330,6 @@ mod avx512 {
 pub fn dot<A: KeyElem, B: KeyElem>(a: &[A], b: &[B]) -> f32 {
     let n = a.len().min(b.len());
     dots(&a[..n], [&b[..n]])[0]
-}
-
-/// Dot product of two rows accumulated in f64, in `LANES` independent partial
-/// sums (so the loop is not bound by the add latency), then the tail.
-#[inline]
-pub fn dot_f64<E: KeyElem>(a: &[E], b: &[E]) -> f64 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; LANES_F64];
-    let chunks_a = a.chunks_exact(LANES_F64);
-    let chunks_b = b.chunks_exact(LANES_F64);
-    let (rest_a, rest_b) = (chunks_a.remainder(), chunks_b.remainder());
-    for (ca, cb) in chunks_a.zip(chunks_b) {
-        for l in 0..LANES_F64 {
-            acc[l] += f64::from(ca[l].widen()) * f64::from(cb[l].widen());
-        }
-    }
-    let tail: f64 = rest_a
-        .iter()
-        .zip(rest_b)
-        .map(|(&x, &y)| f64::from(x.widen()) * f64::from(y.widen()))
-        .sum();
-    acc.iter().sum::<f64>() + tail
 }
 
 #[cfg(test)]
@@ -371,6 +418,15 @@ mod tests {
             .sum();
         assert_eq!(dot(&a, &b).to_bits(), dot(&b, &a).to_bits());
         assert!((f64::from(dot(&a, &b)) - exact).abs() < 1e-5);
-        assert!((dot_f64(&a, &b) - exact).abs() < 1e-12);
+        let mut sum = vec![1.0f64; 19];
+        add_scaled_rows(&mut sum, [(&a[..], 0.5), (&b[..], -2.0)]);
+        let mut block = vec![0.0f32; 19];
+        add_scaled_portable(&mut block, &a, 0.5);
+        add_scaled_portable(&mut block, &b, -2.0);
+        for (k, (s, w)) in sum.iter().zip(&block).enumerate() {
+            assert_eq!(s.to_bits(), (1.0 + f64::from(*w)).to_bits(), "{k}");
+            let exact = 1.0 + 0.5 * f64::from(a[k]) - 2.0 * f64::from(b[k]);
+            assert!((s - exact).abs() < 1e-6, "{k}");
+        }
     }
 }

@@ -30,7 +30,7 @@
 //! `i < kept.len()`, with bit-identical keys, and newer slots follow.
 
 use super::cosine::CosineRows;
-use super::dot::{dot, dots2, inv_norm};
+use super::dot::{add_scaled_rows, dot, dots2, inv_norm};
 use super::keys::{each_rows, KeyElem, KeyRows, Rows};
 use super::redundancy::{redundancy_from_column_sums, zeroed_column};
 use super::PolicyError;
@@ -131,15 +131,6 @@ pub struct FastRedundancy<'a> {
     keys: KeyRows<'a>,
 }
 
-/// Add `sign * inv * key` to `sum` (f64); `key` already widened.
-#[inline]
-fn accumulate(sum: &mut [f64], key: &[f32], inv: f32, sign: f64) {
-    let scale = sign * f64::from(inv);
-    for (t, &x) in sum.iter_mut().zip(key) {
-        *t += f64::from(x) * scale;
-    }
-}
-
 /// Compute redundancy for the `L = keys.len()` slots, reusing `state` for the first
 /// `state.described()` slots. `keys`: `[L, d]`, f32 or f16, flat or in runs (the same
 /// result either way, bit for bit, for the same widened values).
@@ -184,14 +175,11 @@ fn incremental<'a, E: KeyElem>(
     }
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
-    let mut wide = vec![0.0f32; dim];
     for i in old..len {
         rows.prefetch(i + AHEAD / 4, 1);
-        E::widen_into(rows.row(i), &mut wide);
-        let v = inv_norm(&wide);
-        inv.push(v);
-        accumulate(&mut key_sum, &wide, v, 1.0);
+        inv.push(inv_norm(rows.row(i)));
     }
+    add_scaled_rows(&mut key_sum, (old..len).map(|i| (rows.row(i), inv[i])));
     let s = CosineRows {
         keys: rows,
         inv_norm: &inv,
@@ -336,22 +324,30 @@ fn column_sums_fast<E: KeyElem>(
         .enumerate()
         .map(|(j, &d)| column(j, d))
         .collect();
-    // Most rows zero the newest column: their entries are summed apart, so that the
-    // loop does not wait on its own stores to one element.
+    // Most rows zero the newest column: their entries are summed apart (in eight partial
+    // sums, not one chain of dependent adds), and the others are listed first (which rows
+    // they are is data: selected, not branched on).
     let len = sums.len();
     let newest = len.wrapping_sub(1);
-    let mut newest_zeroed = 0.0f64;
+    let mut part = [0.0f64; 8];
+    let mut others = vec![(0u32, 0.0f32); len];
+    let mut n = 0;
     for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
         let j = zeroed_column(from_u32(r));
-        if i == j {
-            continue;
-        }
-        if j == newest {
-            newest_zeroed += f64::from(v);
-        } else if let Some(c) = sums.get_mut(j) {
+        // The diagonal is already zero.
+        let v = if i == j { 0.0 } else { v };
+        let to_newest = j == newest;
+        part[i % 8] += f64::from(if to_newest { v } else { 0.0 });
+        others[n] = (j as u32, v);
+        n += usize::from(!to_newest);
+    }
+    for &(j, v) in &others[..n] {
+        if let Some(c) = sums.get_mut(j as usize) {
             *c -= f64::from(v);
         }
     }
+    let newest_zeroed =
+        ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
     if let Some(c) = sums.get_mut(newest) {
         *c -= newest_zeroed;
     }
@@ -370,38 +366,39 @@ impl FastRedundancy<'_> {
     /// evicted slots.
     pub fn commit(&self, kept: &[usize], state: &mut HeadState) -> Result<(), PolicyError> {
         let len = self.latest.len();
-        let mut new_index = vec![NO_MATCH; len];
+        // `new_index[len]` answers for `NO_MATCH` (clamped to `len`): still no match.
+        let mut new_index = vec![NO_MATCH; len + 1];
         let mut prev = None;
         for (a, &i) in kept.iter().enumerate() {
-            if prev.is_some_and(|p| p >= i) {
-                return Err(PolicyError::KeptNotAscending { slot: i });
+            if prev.is_some_and(|p| p >= i) || i >= len {
+                return Err(if i >= len {
+                    PolicyError::KeptOutOfRange { slot: i, len }
+                } else {
+                    PolicyError::KeptNotAscending { slot: i }
+                });
             }
             prev = Some(i);
-            let slot = new_index
-                .get_mut(i)
-                .ok_or(PolicyError::KeptOutOfRange { slot: i, len })?;
-            *slot = a as u32;
+            new_index[i] = a as u32;
         }
-        let mut latest = Vec::with_capacity(kept.len());
-        let mut latest_entry = Vec::with_capacity(kept.len());
+        // Gathers, one array at a time (no branch on the data in them).
+        let latest: Vec<u32> = kept
+            .iter()
+            .map(|&i| new_index[(self.latest[i] as usize).min(len)])
+            .collect();
+        let latest_entry: Vec<f32> = kept.iter().map(|&i| self.zeroed_entry[i]).collect();
+        let inv: Vec<f32> = kept.iter().map(|&i| self.inv_norm[i]).collect();
+        // Rows whose `r(i)` was evicted (few).
         let mut lost = Vec::new();
-        for (a, &i) in kept.iter().enumerate() {
+        for (a, (&i, &m)) in kept.iter().zip(&latest).enumerate() {
             let r = self.latest[i];
-            let m = if r == NO_MATCH {
-                NO_MATCH
-            } else {
-                new_index[r as usize]
-            };
             if m == NO_MATCH && r != NO_MATCH {
                 let below = kept.partition_point(|&x| x < r as usize);
                 lost.push((a as u32, below as u32));
             }
-            latest.push(m);
-            latest_entry.push(self.zeroed_entry[i]);
         }
         let mut key_sum = self.key_sum.clone();
-        each_rows!(self.keys, rows => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index));
-        state.inv_norm = kept.iter().map(|&i| self.inv_norm[i]).collect();
+        each_rows!(self.keys, rows => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index[..len]));
+        state.inv_norm = inv;
         state.latest = latest;
         state.latest_entry = latest_entry;
         state.key_sum = key_sum;
@@ -417,13 +414,14 @@ fn subtract_evicted<E: KeyElem>(
     inv: &[f32],
     new_index: &[u32],
 ) {
-    let mut wide = vec![0.0f32; rows.dim()];
-    for (i, (&v, &idx)) in inv.iter().zip(new_index).enumerate() {
-        if idx == NO_MATCH {
-            E::widen_into(rows.row(i), &mut wide);
-            accumulate(sum, &wide, v, -1.0);
-        }
+    // The evicted rows, listed without branching on which they are.
+    let mut evicted = vec![0usize; new_index.len()];
+    let mut n = 0;
+    for (i, &idx) in new_index.iter().enumerate() {
+        evicted[n] = i;
+        n += usize::from(idx == NO_MATCH);
     }
+    add_scaled_rows(sum, evicted[..n].iter().map(|&i| (rows.row(i), -inv[i])));
 }
 
 #[cfg(test)]
