@@ -25,6 +25,15 @@ const BLOCK: usize = 4;
 /// The narrower blocks [`CosineRows::latest_matches`] starts with (`BLOCK` divisible by it).
 const FIRST_BLOCK: usize = 2;
 
+/// Fewest pending rows for the tiled scan (one tile).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+const TILED_MIN_ROWS: usize = 8;
+
+/// Most candidates the tiled scan widens up front (beyond that, as in the new rows'
+/// search over the whole cache, most of them would never be reached).
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+const TILED_MAX_CANDIDATES: usize = 512;
+
 /// The keys of one head with their inverse norms: the entry function `S[i][j]`.
 pub struct CosineRows<'a, E = f32> {
     /// `[len, dim]` raw keys.
@@ -119,8 +128,10 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
             entry,
             threshold,
         };
-        // Candidates from the top down: the k-th is `top - 1 - k`.
-        let (top, count) = (candidates.end, candidates.len());
+        // Candidates from the top down: the k-th is `top - 1 - k`; the tiled scan may
+        // have taken the first ones.
+        let scanned = self.tiled(&mut pending, &candidates, &mut out);
+        let (top, count) = (candidates.end - scanned, candidates.len() - scanned);
         // Most rows match one of the first few candidates: the newest one at a time
         // against every pending row (four rows share each load of the candidate and one
         // reduction), then narrow blocks, so that little is computed past the hits.
@@ -149,6 +160,39 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
                 return;
             }
         }
+    }
+
+    /// The share of [`Self::latest_matches_of`] that tiles of 8 rows x 2 candidates take
+    /// where the target has AVX-512 (`super::tile`): many rows against a short run of
+    /// candidates above all of them (the old rows against the new slots). Returns how
+    /// many candidates it scanned from the top (0 where it does not apply).
+    #[inline]
+    fn tiled(
+        &self,
+        pending: &mut Vec<usize>,
+        candidates: &Range<usize>,
+        out: &mut Resolved<'_>,
+    ) -> usize {
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+        if pending.len() >= TILED_MIN_ROWS
+            && candidates.len() <= TILED_MAX_CANDIDATES
+            && pending.iter().all(|&i| i < candidates.start)
+        {
+            // SAFETY: the target has AVX-512F.
+            return unsafe {
+                super::tile::latest_matches_tiled(
+                    self,
+                    pending,
+                    out.threshold,
+                    candidates.end,
+                    candidates.len(),
+                    out.latest,
+                    out.entry,
+                )
+            };
+        }
+        let _ = (pending, candidates, out);
+        0
     }
 
     /// The first steps of [`Self::latest_matches`]: the entry of every pending row with

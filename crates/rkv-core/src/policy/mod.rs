@@ -18,6 +18,8 @@ pub mod redundancy;
 pub mod redundancy_fast;
 pub mod select;
 pub mod streaming;
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+mod tile;
 
 pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};

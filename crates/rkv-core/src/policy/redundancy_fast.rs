@@ -11,10 +11,13 @@
 //!   with the key sum, for the column sums of the zero-diagonal cosine matrix,
 //!   `k̂_j . (sum_i k̂_i) - ||k̂_j||^2` in O(L d), minus the one zeroed entry `S[i][r(i)]`
 //!   of every row. The sweep is the compression's first read of most keys, straight from
-//!   the cache ([`KeyRows`]: f16 or f32, in the cache's runs), so it prefetches ahead;
+//!   the cache ([`KeyRows`]: f16 or f32, in the cache's runs), so it prefetches ahead (and
+//!   the policy has asked for the keys during the importance already); on AVX-512 it
+//!   runs in tiles of 8 rows (`super::tile`), resolving each tile without branches;
 //! - `r(i)` for the other slots appended since the last compression by a descending scan
 //!   over all slots (stopping at the first match), and for other older rows a descending
-//!   scan over the new slots only (new slots have larger indices, so a match there wins);
+//!   scan over the new slots only (new slots have larger indices, so a match there wins;
+//!   tiles of 8 rows x 2 candidates on AVX-512);
 //! - after a compression, `r(i)` remapped to the kept slots. A row whose `r(i)` was
 //!   evicted is re-searched lazily: no kept slot above the evicted one matched, so its new
 //!   `r(i)` is a new slot if one matches at the next compression, else the latest match
@@ -264,12 +267,35 @@ fn newest_and_sums<E: KeyElem>(
     let Some(j) = len.checked_sub(1) else {
         return sweep;
     };
-    // Widened once (exact).
-    let c: Vec<f32> = s.row(j).iter().map(|x| x.widen()).collect();
+    // Widened once (exact), zero-padded to whole registers.
+    let padded = s.keys.dim().div_ceil(16) * 16;
+    let mut c = vec![0.0f32; padded];
+    E::widen_into(s.row(j), &mut c);
+    let mut sum = vec![0.0f32; padded];
+    sum[..sum32.len()].copy_from_slice(sum32);
     // Rows without a match, ascending; every row is written and kept by advancing `n`,
     // and the hits are selected, not branched on (the decision is data-dependent).
-    let mut pending = vec![0usize; len];
+    let mut pending = vec![0usize; len + 8];
     let mut n = 0;
+    // SAFETY (AVX-512 sweep): the target has AVX-512F; `pending` has 8 entries of slack.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    let done = unsafe {
+        super::tile::newest_and_sums_tiled(
+            s,
+            &c,
+            &sum,
+            threshold,
+            latest,
+            entry,
+            &mut sweep.sum_dots,
+            &mut pending,
+            &mut n,
+            |i| s.keys.prefetch(i + AHEAD, 8),
+        )
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    let done = 0;
+    let c = &c[..s.keys.dim()];
     let mut resolve = |i: usize, d: f32| {
         let v = s.entry_from_dot(i, j, d);
         let hit = v > threshold;
@@ -278,11 +304,11 @@ fn newest_and_sums<E: KeyElem>(
         pending[n] = i;
         n += usize::from(!hit);
     };
-    let quads = len - len % 4;
-    for i0 in (0..quads).step_by(4) {
+    let quads = done + (len - done) / 4 * 4;
+    for i0 in (done..quads).step_by(4) {
         s.keys.prefetch(i0 + AHEAD, 4);
         let rows: [&[E]; 4] = std::array::from_fn(|k| s.row(i0 + k));
-        let [dc, ds] = dots2(&c, sum32, rows);
+        let [dc, ds] = dots2(c, sum32, rows);
         sweep.sum_dots[i0..i0 + 4].copy_from_slice(&ds);
         for (k, d) in dc.into_iter().enumerate() {
             resolve(i0 + k, d);
@@ -290,7 +316,7 @@ fn newest_and_sums<E: KeyElem>(
     }
     for i in quads..len {
         sweep.sum_dots[i] = dot(sum32, s.row(i));
-        resolve(i, dot(&c, s.row(i)));
+        resolve(i, dot(c, s.row(i)));
     }
     pending.truncate(n);
     let split = pending.partition_point(|&i| i < old);

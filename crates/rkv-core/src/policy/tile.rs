@@ -1,0 +1,482 @@
+//! Tiles of 8 rows x 2 vectors of dot products on AVX-512, and the two passes of the
+//! incremental redundancy built on them (DESIGN.md §2 "Cost"): the first sweep (every row
+//! against the newest slot and the key sum) and the old rows' latest-match scan against a
+//! short run of candidates (the new slots).
+//!
+//! Owns: the tile's 16 dot products in [`super::dot`]'s order (lane `l` accumulates
+//! elements `l, l + 16, ...` by fused multiply-add, the tail as a masked partial block;
+//! the tree 16 -> 8 -> 4 -> 2 -> 1 run on all 16 registers at once, pairing the same
+//! lanes at every level, so each product is bit-identical to its own
+//! [`super::dot::dot`]), the entries `S[i][j] = dot * (inv_i * inv_j)` of
+//! [`CosineRows::entry_from_dot`], and the resolution of a tile without branching on the
+//! data: hits are selected by mask, the rows still pending are packed down, the hits
+//! listed.
+//!
+//! Must not know: what the rows mean beyond the entry function, column sums, selection.
+//! Only built where the target has AVX-512F; the callers keep their portable loops.
+
+use std::arch::x86_64::*;
+
+use super::cosine::CosineRows;
+use super::keys::KeyElem;
+
+/// Rows per tile.
+const ROWS: usize = 8;
+
+/// f32 lanes of a register (and the fixed order's lane count).
+const LANES: usize = 16;
+
+/// For each row `i` of `pending` (each below the candidates), the largest candidate `j`
+/// of `top - count..top` with `S[i][j] > threshold` goes to `latest[i]`, its entry to
+/// `entry[i]`; `pending` keeps the rows without a match, in order. Candidates are taken
+/// two at a time from the top (each widened once); the scan stops
+/// when no row is pending, and an odd last candidate is left to the caller. Returns how
+/// many candidates were scanned, from the top.
+///
+/// # Safety
+/// The target must have AVX-512F.
+pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
+    s: &CosineRows<'_, E>,
+    pending: &mut Vec<usize>,
+    threshold: f32,
+    top: usize,
+    count: usize,
+    latest: &mut [u32],
+    entry: &mut [f32],
+) -> usize {
+    let d = s.keys.dim();
+    let dp = d.div_ceil(LANES) * LANES;
+    let pairs = count / 2;
+    if pairs == 0 || pending.is_empty() || dp == 0 {
+        return 0;
+    }
+    // Candidate k (the k-th from the top) at `cand[k * dp..]`.
+    let mut cand = vec![0.0f32; 2 * pairs * dp];
+    for (k, c) in cand.chunks_exact_mut(dp).enumerate() {
+        E::widen_into(s.row(top - 1 - k), &mut c[..d]);
+    }
+    // The pending rows (index, where its key lies, inverse norm), `n` of them; a tile
+    // reads 8 entries and writes up to 8 at or below its start (the slack).
+    let mut n = pending.len();
+    let mut live: Vec<u32> = pending.iter().map(|&i| i as u32).collect();
+    let mut at: Vec<*const E> = pending.iter().map(|&i| s.row(i).as_ptr()).collect();
+    let mut inv: Vec<f32> = pending.iter().map(|&i| s.inv_norm[i]).collect();
+    live.resize(n + ROWS, 0);
+    at.resize(n + ROWS, std::ptr::null());
+    inv.resize(n + ROWS, 0.0);
+    // The rows' hits, applied at the end: row, candidate, entry.
+    let (mut hit_row, mut hit_j, mut hit_v) = (
+        vec![0u32; n + ROWS],
+        vec![0u32; n + ROWS],
+        vec![0.0f32; n + ROWS],
+    );
+    let mut hits = 0;
+    let thr = _mm512_set1_ps(threshold);
+    // Row r's entries with candidates 0 and 1 in lane r.
+    let (with_c0, with_c1) = pair_lanes();
+    let mut scanned = 0;
+    for k in 0..pairs {
+        if n == 0 {
+            break;
+        }
+        let (j0, j1) = (top - 1 - 2 * k, top - 2 - 2 * k);
+        let c0 = cand.as_ptr().add(2 * k * dp);
+        let c1 = c0.add(dp);
+        let (inv0, inv1) = (
+            _mm512_set1_ps(s.inv_norm[j0]),
+            _mm512_set1_ps(s.inv_norm[j1]),
+        );
+        let (jv0, jv1) = (_mm512_set1_epi32(j0 as i32), _mm512_set1_epi32(j1 as i32));
+        let mut still = 0;
+        let mut g = 0;
+        while g < n {
+            let m = (n - g).min(ROWS);
+            let valid: __mmask16 = (1 << m) - 1;
+            // A short last tile repeats its last row (its lanes are masked off).
+            let ptrs: [*const E; ROWS] = std::array::from_fn(|r| at[g + r.min(m - 1)]);
+            let dots = tile(ptrs, c0, c1, d);
+            let (d0, d1) = (
+                _mm512_permutexvar_ps(with_c0, dots),
+                _mm512_permutexvar_ps(with_c1, dots),
+            );
+            let inv_r = _mm512_castps256_ps512(_mm256_loadu_ps(inv.as_ptr().add(g)));
+            // S[i][j] = dot * (inv_i * inv_j), as `CosineRows::entry_from_dot`.
+            let e0 = _mm512_mul_ps(d0, _mm512_mul_ps(inv_r, inv0));
+            let e1 = _mm512_mul_ps(d1, _mm512_mul_ps(inv_r, inv1));
+            let h0 = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(valid, e0, thr);
+            let h1 = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(valid, e1, thr);
+            let hit = h0 | h1;
+            let keep = valid & !hit;
+            // Rows without a hit stay, packed down; rows with one go to the hit list
+            // (candidate 0, the later slot, wins). No branch on the data.
+            let row_v = _mm512_castsi256_si512(_mm256_loadu_si256(live.as_ptr().add(g).cast()));
+            store8(
+                live.as_mut_ptr().add(still).cast(),
+                _mm512_maskz_compress_epi32(keep, row_v),
+            );
+            let at_v = _mm512_loadu_si512(at.as_ptr().add(g).cast());
+            _mm512_storeu_si512(
+                at.as_mut_ptr().add(still).cast(),
+                _mm512_maskz_compress_epi64(keep as __mmask8, at_v),
+            );
+            store8(
+                inv.as_mut_ptr().add(still).cast(),
+                _mm512_castps_si512(_mm512_maskz_compress_ps(keep, inv_r)),
+            );
+            let j = _mm512_mask_blend_epi32(h0, jv1, jv0);
+            let v = _mm512_mask_blend_ps(h0, e1, e0);
+            store8(
+                hit_row.as_mut_ptr().add(hits).cast(),
+                _mm512_maskz_compress_epi32(hit, row_v),
+            );
+            store8(
+                hit_j.as_mut_ptr().add(hits).cast(),
+                _mm512_maskz_compress_epi32(hit, j),
+            );
+            store8(
+                hit_v.as_mut_ptr().add(hits).cast(),
+                _mm512_castps_si512(_mm512_maskz_compress_ps(hit, v)),
+            );
+            still += keep.count_ones() as usize;
+            hits += hit.count_ones() as usize;
+            g += ROWS;
+        }
+        n = still;
+        scanned += 2;
+    }
+    for h in 0..hits {
+        let i = hit_row[h] as usize;
+        latest[i] = hit_j[h];
+        entry[i] = hit_v[h];
+    }
+    pending.clear();
+    pending.extend(live[..n].iter().map(|&i| i as usize));
+    scanned
+}
+
+/// Stores the low 8 lanes of `v` at `p` (8 writable `u32`s).
+#[inline(always)]
+unsafe fn store8(p: *mut __m256i, v: __m512i) {
+    _mm256_storeu_si256(p, _mm512_castsi512_si256(v));
+}
+
+/// The first sweep's tiles: rows `8g..8g + 8` against the newest slot `j` (widened in
+/// `c`) and the key sum (`sum`, both zero-padded to a multiple of 16), for the first
+/// `len / 8` groups. Each row's sum product goes to `sum_dots`; a row whose entry with
+/// `j` is above the threshold takes `j` as its latest match (`latest`, `entry`), the
+/// others are appended to `pending` from `*n` on (`pending` has 8 entries of slack).
+/// Returns the rows swept (a multiple of 8); the rest is the caller's. `prefetch(i)` is
+/// called as rows `i..i + 8` are read (to ask the memory for rows ahead of them).
+///
+/// # Safety
+/// The target must have AVX-512F.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
+    s: &CosineRows<'_, E>,
+    c: &[f32],
+    sum: &[f32],
+    threshold: f32,
+    latest: &mut [u32],
+    entry: &mut [f32],
+    sum_dots: &mut [f32],
+    pending: &mut [usize],
+    n: &mut usize,
+    prefetch: impl Fn(usize),
+) -> usize {
+    let len = s.len();
+    let d = s.keys.dim();
+    let groups = len / ROWS;
+    if groups == 0 || len > u32::MAX as usize {
+        return 0;
+    }
+    let j = len - 1;
+    let thr = _mm512_set1_ps(threshold);
+    let inv_j = _mm512_set1_ps(s.inv_norm[j]);
+    let jv = _mm512_set1_epi32(j as i32);
+    let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let (with_c0, with_c1) = pair_lanes();
+    let mut kept = *n;
+    for g in 0..groups {
+        let i0 = g * ROWS;
+        prefetch(i0);
+        let ptrs: [*const E; ROWS] = std::array::from_fn(|r| s.row(i0 + r).as_ptr());
+        let dots = tile(ptrs, c.as_ptr(), sum.as_ptr(), d);
+        let (dc, ds) = (
+            _mm512_permutexvar_ps(with_c0, dots),
+            _mm512_permutexvar_ps(with_c1, dots),
+        );
+        _mm256_storeu_ps(sum_dots.as_mut_ptr().add(i0), _mm512_castps512_ps256(ds));
+        let inv = _mm512_castps256_ps512(_mm256_loadu_ps(s.inv_norm.as_ptr().add(i0)));
+        // `CosineRows::entry_from_dot`: 0 on the diagonal, else dot * (inv_i * inv_j).
+        let rows = _mm512_add_epi32(_mm512_set1_epi32(i0 as i32), lane);
+        let diagonal = _mm512_cmpeq_epi32_mask(rows, jv);
+        let e = _mm512_maskz_mul_ps(!diagonal, dc, _mm512_mul_ps(inv, inv_j));
+        let hit = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(0xFF, e, thr);
+        _mm512_mask_storeu_epi32(latest.as_mut_ptr().add(i0).cast(), hit, jv);
+        _mm512_mask_storeu_ps(entry.as_mut_ptr().add(i0), hit, e);
+        let keep = !hit & 0xFF;
+        let idx = _mm512_maskz_compress_epi32(keep, rows);
+        let idx = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(idx));
+        _mm512_storeu_si512(pending.as_mut_ptr().add(kept).cast(), idx);
+        kept += keep.count_ones() as usize;
+    }
+    *n = kept;
+    groups * ROWS
+}
+
+/// The permutations taking a tile's lanes to row order: row `r`'s products with the
+/// first and the second vector in lane `r`.
+#[inline(always)]
+unsafe fn pair_lanes() -> (__m512i, __m512i) {
+    (
+        _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0),
+        _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 0, 0, 0, 0, 0, 0, 0, 0),
+    )
+}
+
+/// The 16 dot products of rows `r` (8, `d` elements each) with `c0` and `c1` (f32, at
+/// least `d` rounded up to a multiple of 16 long): lane `4b + t` holds the product of
+/// `q = 4t + b = 2 * row + c`. The tail is the kernel's masked partial block.
+#[inline(always)]
+unsafe fn tile<E: KeyElem>(
+    r: [*const E; ROWS],
+    c0: *const f32,
+    c1: *const f32,
+    d: usize,
+) -> __m512 {
+    let mut acc = [_mm512_setzero_ps(); 2 * ROWS];
+    let full = d - d % LANES;
+    let mut c = 0;
+    while c < full {
+        let (v0, v1) = (_mm512_loadu_ps(c0.add(c)), _mm512_loadu_ps(c1.add(c)));
+        for (k, p) in r.iter().enumerate() {
+            let x = E::load16(p.add(c));
+            acc[2 * k] = _mm512_fmadd_ps(x, v0, acc[2 * k]);
+            acc[2 * k + 1] = _mm512_fmadd_ps(x, v1, acc[2 * k + 1]);
+        }
+        c += LANES;
+    }
+    if full < d {
+        let mask: __mmask16 = (1 << (d - full)) - 1;
+        let (v0, v1) = (_mm512_loadu_ps(c0.add(c)), _mm512_loadu_ps(c1.add(c)));
+        for (k, p) in r.iter().enumerate() {
+            let x = E::load_first(p.add(c), d - full);
+            acc[2 * k] = _mm512_mask3_fmadd_ps(x, v0, acc[2 * k], mask);
+            acc[2 * k + 1] = _mm512_mask3_fmadd_ps(x, v1, acc[2 * k + 1], mask);
+        }
+    }
+    reduce16(acc)
+}
+
+/// The tree of [`super::dot`] on 16 registers at once: level 1 pairs lanes `(l, l + 8)`,
+/// level 2 `(l, l + 4)`, level 3 `(l, l + 2)`, level 4 `(l, l + 1)`, as each register's
+/// own reduction does. Register `q = 4t + b` ends in lane `4b + t`.
+#[inline(always)]
+unsafe fn reduce16(a: [__m512; 16]) -> __m512 {
+    // Level 1: x[m] = [a[2m] (8 lanes) | a[2m + 1] (8 lanes)].
+    let x: [__m512; 8] = std::array::from_fn(|m| {
+        let (p, q) = (a[2 * m], a[2 * m + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(p, q),
+            _mm512_shuffle_f32x4::<0xEE>(p, q),
+        )
+    });
+    // Level 2: z[n] has register 4n + b in 128-bit block b (4 lanes each).
+    let z: [__m512; 4] = std::array::from_fn(|n| {
+        let (p, q) = (x[2 * n], x[2 * n + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(p, q),
+            _mm512_shuffle_f32x4::<0xDD>(p, q),
+        )
+    });
+    // Level 3: in block b, lanes 0-1 from z[2h], lanes 2-3 from z[2h + 1].
+    let w: [__m512; 2] = std::array::from_fn(|h| {
+        let (p, q) = (z[2 * h], z[2 * h + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_ps::<0x44>(p, q),
+            _mm512_shuffle_ps::<0xEE>(p, q),
+        )
+    });
+    // Level 4: in block b, lane t from z[t].
+    _mm512_add_ps(
+        _mm512_shuffle_ps::<0x88>(w[0], w[1]),
+        _mm512_shuffle_ps::<0xDD>(w[0], w[1]),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::dot::{dot, inv_norms};
+    use super::super::keys::Rows;
+    use super::*;
+    use half::f16;
+
+    /// Every dot of a tile equals its own [`dot`], bit for bit, for f32 and f16 rows of
+    /// every width (full registers and a partial tail).
+    #[test]
+    fn tile_dots_match_dot() {
+        for d in [1usize, 5, 16, 17, 40, 64, 128] {
+            let dp = d.div_ceil(LANES) * LANES;
+            let val = |s: usize, k: usize| ((s * 131 + k * 7) as f32 * 0.173).sin() * 1.7;
+            // Rows back to back (a row's tail is followed by the next row, not zeros).
+            let rows: Vec<f32> = (0..ROWS * d).map(|k| val(k / d, k % d)).collect();
+            let half: Vec<f16> = rows.iter().map(|&x| f16::from_f32(x)).collect();
+            let wide: Vec<f32> = half.iter().map(|x| x.to_f32()).collect();
+            let pad = |s: usize| -> Vec<f32> {
+                (0..dp)
+                    .map(|k| if k < d { val(s, k) } else { 0.0 })
+                    .collect()
+            };
+            let (c0, c1) = (pad(50), pad(51));
+            let order = || unsafe {
+                _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+            };
+            let run = |v: __m512| unsafe {
+                let mut out = [0.0f32; LANES];
+                _mm512_storeu_ps(out.as_mut_ptr(), _mm512_permutexvar_ps(order(), v));
+                out
+            };
+            let got32 = run(unsafe {
+                let ptrs: [*const f32; ROWS] = std::array::from_fn(|r| rows[r * d..].as_ptr());
+                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
+            });
+            let got16 = run(unsafe {
+                let ptrs: [*const f16; ROWS] = std::array::from_fn(|r| half[r * d..].as_ptr());
+                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
+            });
+            for q in 0..LANES {
+                let (r, c) = (q / 2, [&c0, &c1][q % 2]);
+                let want = dot(&rows[r * d..(r + 1) * d], &c[..d]);
+                assert_eq!(got32[q].to_bits(), want.to_bits(), "f32 d {d} q {q}");
+                let want = dot(&wide[r * d..(r + 1) * d], &c[..d]);
+                assert_eq!(got16[q].to_bits(), want.to_bits(), "f16 d {d} q {q}");
+            }
+        }
+    }
+
+    /// Keys with near-copies, so that entries fall on both sides of the thresholds.
+    fn keys(len: usize, d: usize) -> Vec<f16> {
+        (0..len * d)
+            .map(|k| f16::from_f32(((k * 37 % 101) as f32 * 0.21).cos() + 0.3))
+            .collect()
+    }
+
+    /// The tiled first sweep gives every row what one entry and one dot product at a
+    /// time give: the newest slot as its match or a place among the pending rows, and
+    /// its product with the sum; with a negative threshold the newest slot's own zero
+    /// entry matches, as in the oracle.
+    #[test]
+    fn tiled_sweep_matches_entries() {
+        for (len, d) in [(8usize, 16usize), (37, 24), (90, 64), (7, 8)] {
+            let keys = keys(len, d);
+            let inv = inv_norms(&keys, d);
+            let runs: Vec<&[f16]> = keys.chunks(8 * d).collect();
+            let s = CosineRows {
+                keys: Rows::runs(&runs, 8, len, d).unwrap(),
+                inv_norm: &inv,
+            };
+            let dp = d.div_ceil(LANES) * LANES;
+            let j = len - 1;
+            let mut c = vec![0.0f32; dp];
+            f16::widen_into(s.row(j), &mut c);
+            let mut sum = vec![0.0f32; dp];
+            for (k, x) in sum.iter_mut().take(d).enumerate() {
+                *x = (k as f32 * 0.3).sin() * 5.0;
+            }
+            for threshold in [0.5f32, 0.9, -0.2] {
+                let (mut latest, mut entry) = (vec![u32::MAX; len], vec![0.0f32; len]);
+                let mut sum_dots = vec![0.0f32; len];
+                let mut pending = vec![0usize; len + ROWS];
+                let mut n = 0;
+                let done = unsafe {
+                    newest_and_sums_tiled(
+                        &s,
+                        &c,
+                        &sum,
+                        threshold,
+                        &mut latest,
+                        &mut entry,
+                        &mut sum_dots,
+                        &mut pending,
+                        &mut n,
+                        |_| {},
+                    )
+                };
+                assert_eq!(done, len / ROWS * ROWS);
+                let mut want_pending = Vec::new();
+                for i in 0..done {
+                    assert_eq!(sum_dots[i].to_bits(), dot(&sum[..d], s.row(i)).to_bits());
+                    let v = s.entry_from_dot(i, j, dot(&c[..d], s.row(i)));
+                    if v > threshold {
+                        assert_eq!((latest[i], entry[i].to_bits()), (j as u32, v.to_bits()));
+                    } else {
+                        assert_eq!(latest[i], u32::MAX, "row {i}");
+                        want_pending.push(i);
+                    }
+                }
+                assert_eq!(
+                    pending[..n],
+                    want_pending[..],
+                    "len {len} d {d} thr {threshold}"
+                );
+            }
+        }
+    }
+
+    /// The tiled scan resolves every row as one entry at a time would, on f16 rows, with
+    /// full and partial tiles.
+    #[test]
+    fn tiled_scan_matches_entries() {
+        let d = 24;
+        let len = 90;
+        let keys = keys(len, d);
+        let inv = inv_norms(&keys, d);
+        let s = CosineRows {
+            keys: Rows::flat(&keys, d),
+            inv_norm: &inv,
+        };
+        for (threshold, start, top) in [
+            (0.5f32, 60, 90),
+            (0.8, 41, 90),
+            (0.95, 70, 89),
+            (0.9, 5, 30),
+        ] {
+            let mut pending: Vec<usize> = (0..start).collect();
+            let (mut latest, mut entry) = (vec![u32::MAX; len], vec![0.0f32; len]);
+            let count = top - start;
+            let scanned = unsafe {
+                latest_matches_tiled(
+                    &s,
+                    &mut pending,
+                    threshold,
+                    top,
+                    count,
+                    &mut latest,
+                    &mut entry,
+                )
+            };
+            assert!(scanned <= count && scanned % 2 == 0);
+            if !pending.is_empty() {
+                assert_eq!(scanned, count - count % 2);
+            }
+            for i in 0..start {
+                let want = (top - scanned..top)
+                    .rev()
+                    .map(|j| (j, s.entry(i, j)))
+                    .find(|&(_, v)| v > threshold);
+                match want {
+                    Some((j, v)) => {
+                        assert_eq!(latest[i], j as u32, "row {i}");
+                        assert_eq!(entry[i].to_bits(), v.to_bits(), "row {i}");
+                        assert!(!pending.contains(&i));
+                    }
+                    None => {
+                        assert_eq!(latest[i], u32::MAX, "row {i}");
+                        assert!(pending.contains(&i), "row {i}");
+                    }
+                }
+            }
+            assert!(pending.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}
