@@ -4,8 +4,9 @@
 //! Owns: the order (lane `l` of 16 accumulates elements `l, l + 16, ...` by fused
 //! multiply-add, the tail as a partial block, then the tree 16 -> 8 -> 4 -> 2 -> 1), its
 //! AVX-512 and portable implementations, batched forms that share loads ([`dots`],
-//! [`dots2`]), the norms and f64 sums of scaled rows. Elements widen to f32 first ([`KeyElem`]; exact for
-//! f16), so a result never depends on whether a row was stored in f16 or widened before.
+//! [`dots2`]), the norms and f64 sums of scaled rows. Elements widen to f32 first
+//! ([`KeyElem`]; exact for f16), so a result never depends on whether a row was stored in
+//! f16 or widened before.
 //!
 //! Must not know: keys' meaning, thresholds, layouts of the cache.
 

@@ -204,31 +204,26 @@ impl<'a, E: KeyElem> Rows<'a, E> {
         }
     }
 
-    /// Asks the memory for rows `i..i + n` ahead of their use, when the rows lie in runs
-    /// (a paged cache read in place, so likely cold, and whose 4 KB runs the hardware
-    /// prefetcher does not cross) and these rows in one run; a no-op otherwise (a flat
-    /// slice is typically a copy just made, warm, where prefetching only costs). A hint:
-    /// no effect on any result.
+    /// Asks the memory for rows `i..i + n` (those before `len`) ahead of their use, run by
+    /// run, when the rows lie in runs (a paged cache read in place, so likely cold, and
+    /// whose 4 KB runs the hardware prefetcher does not cross); a no-op for a flat slice
+    /// (typically a copy just made, warm, where prefetching only costs). A hint: no effect
+    /// on any result.
     #[inline(always)]
     pub fn prefetch(&self, i: usize, n: usize) {
         if self.runs.is_empty() {
             return;
         }
-        let Some(span) = self.span(i, n) else {
-            return;
-        };
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let start = span.as_ptr() as *const i8;
-            for line in (0..std::mem::size_of_val(span)).step_by(64) {
-                // SAFETY: a prefetch reads nothing architecturally and never faults; the
-                // address is inside `span`.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line)) };
+        let end = (i + n).min(self.len);
+        let mut at = i;
+        while at < end {
+            // To the end of `at`'s run.
+            let rest = ((((at >> self.shift) + 1) << self.shift).min(end)) - at;
+            if let Some(span) = self.span(at, rest) {
+                prefetch_lines(span);
             }
+            at += rest;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = span;
     }
 
     /// Rows `i..i + n` as one slice when they lie contiguously (`None` otherwise, or when
@@ -255,6 +250,23 @@ impl<'a, E: KeyElem> Rows<'a, E> {
             .flat_map(|i| self.row(i).iter().map(|x| x.widen()))
             .collect()
     }
+}
+
+/// Asks the memory for every cache line of `span`.
+#[inline(always)]
+fn prefetch_lines<E>(span: &[E]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let start = span.as_ptr() as *const i8;
+        for line in (0..std::mem::size_of_val(span)).step_by(64) {
+            // SAFETY: a prefetch reads nothing architecturally and never faults; the
+            // address is inside `span`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = span;
 }
 
 /// The keys of one KV head, `[L, d]`, in the element type the cache stores.
@@ -295,22 +307,9 @@ impl<'a> KeyRows<'a> {
         each_rows!(self, r => r.to_f32())
     }
 
-    /// Asks the memory for rows `i..i + n` (any span, across runs): see [`Rows::prefetch`].
-    pub fn prefetch_span(&self, i: usize, n: usize) {
-        each_rows!(self, r => {
-            let end = (i + n).min(r.len());
-            let mut at = i;
-            while at < end {
-                // To the end of `at`'s run (or of the rows).
-                let rest = if r.runs.is_empty() {
-                    end - at
-                } else {
-                    (((at >> r.shift) + 1) << r.shift).min(end) - at
-                };
-                r.prefetch(at, rest);
-                at += rest;
-            }
-        })
+    /// Asks the memory for rows `i..i + n`: see [`Rows::prefetch`].
+    pub fn prefetch(&self, i: usize, n: usize) {
+        each_rows!(self, r => r.prefetch(i, n))
     }
 }
 
@@ -351,21 +350,18 @@ impl<'a> Prefetcher<'a> {
                 len
             };
             let take = n.min(stop - self.next);
-            self.keys.prefetch_span(self.next, take);
+            self.keys.prefetch(self.next, take);
             self.next += take;
             self.left -= take;
             n -= take;
         }
     }
-
-    /// Rows not asked for yet.
-    pub fn left(&self) -> usize {
-        self.left
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn prefetcher_visits_every_row_once_new_rows_first() {
         let data = vec![0.0f32; 40 * 2];
@@ -377,7 +373,7 @@ mod tests {
             for (first, step) in [(30usize, 3usize), (0, 7), (40, 5), (55, 1)] {
                 let mut p = Prefetcher::new(keys, first);
                 let mut order = Vec::new();
-                while p.left() > 0 {
+                while p.left > 0 {
                     let before = (p.next, p.left);
                     p.advance(step);
                     let took = before.1 - p.left;
@@ -387,14 +383,12 @@ mod tests {
                 // Starts at `first` (clamped), wraps to 0, stops after all 40 rows.
                 assert_eq!(order[0], first.min(40));
                 p.advance(3);
-                assert_eq!(p.left(), 0);
+                assert_eq!(p.left, 0);
             }
-            keys.prefetch_span(5, 30);
-            keys.prefetch_span(38, 10);
+            keys.prefetch(5, 30);
+            keys.prefetch(38, 10);
         }
     }
-
-    use super::*;
 
     #[test]
     fn flat_and_runs_give_the_same_rows() {

@@ -52,12 +52,10 @@ pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f6
             *m = larger(*m, x);
         }
     }
-    let max = chunks
-        .remainder()
-        .iter()
-        .fold(part.into_iter().fold(f64::NEG_INFINITY, larger), |m, &c| {
-            larger(m, c)
-        })
+    let max = part
+        .into_iter()
+        .chain(chunks.remainder().iter().copied())
+        .fold(f64::NEG_INFINITY, larger)
         * inv_len;
     let mut exps: Vec<f64> = column_sums
         .iter()
@@ -88,12 +86,17 @@ pub fn redundancy_from_column_sums(column_sums: &[f64], window: usize) -> Vec<f6
     for (p, &e) in part.iter_mut().zip(chunks.remainder()) {
         *p += e;
     }
-    let sum =
-        ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+    let sum = sum_parts(part);
     let inv_sum = 1.0 / sum;
     exps.truncate(len.saturating_sub(window));
     exps.iter_mut().for_each(|e| *e *= inv_sum);
     exps
+}
+
+/// The total of eight partial sums, in one fixed tree.
+#[inline]
+pub(super) fn sum_parts(part: [f64; 8]) -> f64 {
+    ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]))
 }
 
 /// Where [`exp_in_range`] applies: `|x| <= EXP_RANGE` (no overflow, no subnormals).

@@ -35,7 +35,7 @@
 use super::cosine::CosineRows;
 use super::dot::{add_scaled_rows, dot, dots2, inv_norm};
 use super::keys::{each_rows, KeyElem, KeyRows, Rows};
-use super::redundancy::{redundancy_from_column_sums, zeroed_column};
+use super::redundancy::{redundancy_from_column_sums, sum_parts, zeroed_column};
 use super::PolicyError;
 
 /// Marks "no similar slot" (or "evicted, re-search pending") in [`HeadState`].
@@ -193,8 +193,7 @@ fn incremental<'a, E: KeyElem>(
     let mut zeroed_entry = Vec::with_capacity(len);
     zeroed_entry.extend_from_slice(&state.latest_entry);
     zeroed_entry.resize(len, 0.0);
-    let sum32: Vec<f32> = key_sum.iter().map(|&x| x as f32).collect();
-    let first = newest_and_sums(&s, &sum32, threshold, old, &mut latest, &mut zeroed_entry);
+    let first = newest_and_sums(&s, &key_sum, threshold, old, &mut latest, &mut zeroed_entry);
     let newer = len.saturating_sub(1);
     // Old rows: a match among the new slots (descending) beats the stored one.
     s.latest_matches_of(
@@ -247,12 +246,12 @@ struct FirstSweep {
 /// rows in a compression, and the hardware prefetcher stops at each 4 KB run).
 const AHEAD: usize = 48;
 
-/// The first sweep: every row against the newest slot `L - 1` and the key sum at once,
-/// so that each row is read once for both. A row matching the newest slot has found its
+/// The first sweep: every row against the newest slot `L - 1` and the key sum (rounded
+/// to f32) at once, so that each row is read once for both. A row matching the newest slot has found its
 /// `r(i)` (no slot is newer; the entries are [`CosineRows::entry`]'s bit for bit).
 fn newest_and_sums<E: KeyElem>(
     s: &CosineRows<'_, E>,
-    sum32: &[f32],
+    key_sum: &[f64],
     threshold: f32,
     old: usize,
     latest: &mut [u32],
@@ -267,12 +266,16 @@ fn newest_and_sums<E: KeyElem>(
     let Some(j) = len.checked_sub(1) else {
         return sweep;
     };
-    // Widened once (exact), zero-padded to whole registers.
-    let padded = s.keys.dim().div_ceil(16) * 16;
+    // The newest key widened once (exact) and the key sum in f32, both zero-padded to
+    // whole registers for the tiles.
+    let dim = s.keys.dim();
+    let padded = dim.div_ceil(16) * 16;
     let mut c = vec![0.0f32; padded];
     E::widen_into(s.row(j), &mut c);
     let mut sum = vec![0.0f32; padded];
-    sum[..sum32.len()].copy_from_slice(sum32);
+    for (t, &x) in sum.iter_mut().zip(key_sum) {
+        *t = x as f32;
+    }
     // Rows without a match, ascending; every row is written and kept by advancing `n`,
     // and the hits are selected, not branched on (the decision is data-dependent).
     let mut pending = vec![0usize; len + 8];
@@ -295,7 +298,7 @@ fn newest_and_sums<E: KeyElem>(
     };
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
     let done = 0;
-    let c = &c[..s.keys.dim()];
+    let (c, sum32) = (&c[..dim], &sum[..dim]);
     let mut resolve = |i: usize, d: f32| {
         let v = s.entry_from_dot(i, j, d);
         let hit = v > threshold;
@@ -372,10 +375,8 @@ fn column_sums_fast<E: KeyElem>(
             *c -= f64::from(v);
         }
     }
-    let newest_zeroed =
-        ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
     if let Some(c) = sums.get_mut(newest) {
-        *c -= newest_zeroed;
+        *c -= sum_parts(part);
     }
     sums
 }
@@ -396,12 +397,11 @@ impl FastRedundancy<'_> {
         let mut new_index = vec![NO_MATCH; len + 1];
         let mut prev = None;
         for (a, &i) in kept.iter().enumerate() {
-            if prev.is_some_and(|p| p >= i) || i >= len {
-                return Err(if i >= len {
-                    PolicyError::KeptOutOfRange { slot: i, len }
-                } else {
-                    PolicyError::KeptNotAscending { slot: i }
-                });
+            if i >= len {
+                return Err(PolicyError::KeptOutOfRange { slot: i, len });
+            }
+            if prev.is_some_and(|p| p >= i) {
+                return Err(PolicyError::KeptNotAscending { slot: i });
             }
             prev = Some(i);
             new_index[i] = a as u32;

@@ -29,9 +29,9 @@ const LANES: usize = 16;
 /// For each row `i` of `pending` (each below the candidates), the largest candidate `j`
 /// of `top - count..top` with `S[i][j] > threshold` goes to `latest[i]`, its entry to
 /// `entry[i]`; `pending` keeps the rows without a match, in order. Candidates are taken
-/// two at a time from the top (each widened once); the scan stops
-/// when no row is pending, and an odd last candidate is left to the caller. Returns how
-/// many candidates were scanned, from the top.
+/// two at a time from the top (each widened once); the scan stops when no row is
+/// pending, and an odd last candidate is left to the caller. Returns how many candidates
+/// were scanned, from the top.
 ///
 /// # Safety
 /// The target must have AVX-512F.
@@ -55,14 +55,12 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     for (k, c) in cand.chunks_exact_mut(dp).enumerate() {
         E::widen_into(s.row(top - 1 - k), &mut c[..d]);
     }
-    // The pending rows (index, where its key lies, inverse norm), `n` of them; a tile
-    // reads 8 entries and writes up to 8 at or below its start (the slack).
+    // The pending rows (index, inverse norm), `n` of them; a tile reads 8 entries and
+    // writes up to 8 at or below its start (the slack).
     let mut n = pending.len();
     let mut live: Vec<u32> = pending.iter().map(|&i| i as u32).collect();
-    let mut at: Vec<*const E> = pending.iter().map(|&i| s.row(i).as_ptr()).collect();
     let mut inv: Vec<f32> = pending.iter().map(|&i| s.inv_norm[i]).collect();
     live.resize(n + ROWS, 0);
-    at.resize(n + ROWS, std::ptr::null());
     inv.resize(n + ROWS, 0.0);
     // The rows' hits, applied at the end: row, candidate, entry.
     let (mut hit_row, mut hit_j, mut hit_v) = (
@@ -93,7 +91,8 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
             let m = (n - g).min(ROWS);
             let valid: __mmask16 = (1 << m) - 1;
             // A short last tile repeats its last row (its lanes are masked off).
-            let ptrs: [*const E; ROWS] = std::array::from_fn(|r| at[g + r.min(m - 1)]);
+            let ptrs: [*const E; ROWS] =
+                std::array::from_fn(|r| s.row(live[g + r.min(m - 1)] as usize).as_ptr());
             let dots = tile(ptrs, c0, c1, d);
             let (d0, d1) = (
                 _mm512_permutexvar_ps(with_c0, dots),
@@ -113,11 +112,6 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
             store8(
                 live.as_mut_ptr().add(still).cast(),
                 _mm512_maskz_compress_epi32(keep, row_v),
-            );
-            let at_v = _mm512_loadu_si512(at.as_ptr().add(g).cast());
-            _mm512_storeu_si512(
-                at.as_mut_ptr().add(still).cast(),
-                _mm512_maskz_compress_epi64(keep as __mmask8, at_v),
             );
             store8(
                 inv.as_mut_ptr().add(still).cast(),
