@@ -82,7 +82,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         let mut blocks = out.chunks_exact_mut(BLOCK);
         let mut j0 = 0;
         for block in &mut blocks {
-            let rows: [&[E]; BLOCK] = std::array::from_fn(|k| self.row(j0 + k));
+            let rows: [&[E]; BLOCK] = self.keys.rows_at(|k| j0 + k);
             for (k, (o, d)) in block.iter_mut().zip(dots(a, rows)).enumerate() {
                 *o = self.entry_from_dot(i, j0 + k, d);
             }
@@ -122,7 +122,6 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         latest: &mut [u32],
         entry: &mut [f32],
     ) {
-        let mut buf = vec![[0.0f32; BLOCK]; pending.len()];
         let mut out = Resolved {
             latest,
             entry,
@@ -131,6 +130,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         // Candidates from the top down: the k-th is `top - 1 - k`; the tiled scan may
         // have taken the first ones.
         let scanned = self.tiled(&mut pending, &candidates, &mut out);
+        let mut buf = vec![[0.0f32; BLOCK]; pending.len()];
         let (top, count) = (candidates.end - scanned, candidates.len() - scanned);
         // Most rows match one of the first few candidates: the newest one at a time
         // against every pending row (four rows share each load of the candidate and one
@@ -218,8 +218,9 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
             }
         };
         for p in (0..quads).step_by(4) {
-            let is: [usize; 4] = std::array::from_fn(|k| pending[p + k]);
-            let d = dots(c, is.map(|i| self.row(i)));
+            let is = [pending[p], pending[p + 1], pending[p + 2], pending[p + 3]];
+            let rows: [&[E]; 4] = self.keys.rows_at(|k| is[k]);
+            let d = dots(c, rows);
             for (&i, d) in is.iter().zip(d) {
                 keep(i, d, pending);
             }
@@ -242,7 +243,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         buf: &mut [[f32; BLOCK]],
         out: &mut Resolved<'_>,
     ) {
-        let cand = js.map(|j| self.row(j));
+        let cand: [&[E]; N] = self.keys.rows_at(|k| js[k]);
         let mut pairs = buf.chunks_exact_mut(2).zip(pending.chunks_exact(2));
         for (vals, r) in &mut pairs {
             let (i0, i1) = (r[0], r[1]);
@@ -299,7 +300,8 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
                     .map(|&j| (j, self.entry(i, j)))
                     .find(|&(_, v)| v > threshold);
             }
-            let d = dots(a, js.map(|j| self.row(j)));
+            let rows: [&[E]; BLOCK] = self.keys.rows_at(|k| js[k]);
+            let d = dots(a, rows);
             for (&j, d) in js.iter().zip(d) {
                 let v = self.entry_from_dot(i, j, d);
                 if v > threshold {

@@ -204,6 +204,28 @@ impl<'a, E: KeyElem> Rows<'a, E> {
         }
     }
 
+    /// Rows `index(0), .., index(N - 1)`. A plain loop: `std::array::from_fn` puts closure
+    /// adapters between the caller and [`Self::row`] that the compiler at times leaves
+    /// out of line, a call per row in the hot scans.
+    #[inline(always)]
+    pub fn rows_at<const N: usize>(&self, index: impl Fn(usize) -> usize) -> [&'a [E]; N] {
+        let mut out: [&'a [E]; N] = [&[]; N];
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = self.row(index(k));
+        }
+        out
+    }
+
+    /// [`Self::rows_at`] as pointers to the rows' first elements.
+    #[inline(always)]
+    pub fn ptrs_at<const N: usize>(&self, index: impl Fn(usize) -> usize) -> [*const E; N] {
+        let mut out = [std::ptr::null(); N];
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = self.row(index(k)).as_ptr();
+        }
+        out
+    }
+
     /// Asks the memory for rows `i..i + n` (those before `len`) ahead of their use, run by
     /// run, when the rows lie in runs (a paged cache read in place, so likely cold, and
     /// whose 4 KB runs the hardware prefetcher does not cross); a no-op for a flat slice
