@@ -42,49 +42,41 @@ pub fn add_scaled_rows<'r, E: KeyElem>(
     rows: impl IntoIterator<Item = (&'r [E], f32)>,
 ) {
     let dim = sum.len();
-    let mut block = vec![0.0f32; dim];
-    let mut in_block = 0;
+    let mut block: Vec<(&[E], f32)> = Vec::with_capacity(SUM_BLOCK);
     for (row, scale) in rows {
-        let row = &row[..dim];
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-        {
-            // SAFETY: the target has AVX-512F; `row` is as long as `block`.
-            unsafe { avx512::add_scaled(&mut block, row, scale) }
-        }
-        #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
-        add_scaled_portable(&mut block, row, scale);
-        in_block += 1;
-        if in_block == SUM_BLOCK {
-            flush_block(sum, &mut block);
-            in_block = 0;
+        block.push((&row[..dim], scale));
+        if block.len() == SUM_BLOCK {
+            add_block(sum, &block);
+            block.clear();
         }
     }
-    if in_block > 0 {
-        flush_block(sum, &mut block);
+    if !block.is_empty() {
+        add_block(sum, &block);
     }
 }
 
 /// Rows per f32 block of [`add_scaled_rows`].
 const SUM_BLOCK: usize = 16;
 
-/// `sum += block` (widened), then `block = 0`.
+/// One block of [`add_scaled_rows`]: per element, the rows' scaled values accumulated in
+/// f32 from zero in row order, then widened and added to `sum` (each row at least
+/// `sum.len()` long). Element by element, so that the accumulator stays in a register
+/// across the block's rows.
 #[inline]
-fn flush_block(sum: &mut [f64], block: &mut [f32]) {
-    for (s, b) in sum.iter_mut().zip(block.iter_mut()) {
-        *s += f64::from(*b);
-        *b = 0.0;
-    }
-}
-
-/// One row of [`add_scaled_rows`] in plain Rust.
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
-    allow(dead_code)
-)]
-#[inline(always)]
-fn add_scaled_portable<E: KeyElem>(block: &mut [f32], row: &[E], scale: f32) {
-    for (t, &x) in block.iter_mut().zip(row) {
-        *t = madd(x.widen(), scale, *t);
+fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    let done = {
+        // SAFETY: the target has AVX-512F; every row is at least `sum.len()` long.
+        unsafe { avx512::add_block(sum, block) }
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    let done = 0;
+    for (k, s) in sum.iter_mut().enumerate().skip(done) {
+        let mut t = 0.0f32;
+        for &(row, scale) in block {
+            t = madd(row[k].widen(), scale, t);
+        }
+        *s += f64::from(t);
     }
 }
 
@@ -293,24 +285,35 @@ mod avx512 {
         out
     }
 
-    /// One row of [`super::add_scaled_rows`] into its f32 block, 16 elements at a time
-    /// (`block` and `row` of equal length).
+    /// The whole registers of [`super::add_block`]: elements `0..n - n % 16` of `sum`
+    /// (`n = sum.len()`), 16 at a time; returns how many it did.
     ///
     /// # Safety
-    /// The target must have AVX-512F.
+    /// The target must have AVX-512F; every row must be at least `sum.len()` long.
     #[inline(always)]
-    pub(super) unsafe fn add_scaled<E: KeyElem>(block: &mut [f32], row: &[E], scale: f32) {
-        let n = block.len();
+    pub(super) unsafe fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) -> usize {
+        let n = sum.len();
         let full = n - n % LANES;
-        let (pb, pr) = (block.as_mut_ptr(), row.as_ptr());
-        let s = _mm512_set1_ps(scale);
+        let ps = sum.as_mut_ptr();
         let mut c = 0;
         while c < full {
-            let t = _mm512_loadu_ps(pb.add(c));
-            _mm512_storeu_ps(pb.add(c), _mm512_fmadd_ps(E::load16(pr.add(c)), s, t));
+            let mut t = _mm512_setzero_ps();
+            for &(row, scale) in block {
+                t = _mm512_fmadd_ps(E::load16(row.as_ptr().add(c)), _mm512_set1_ps(scale), t);
+            }
+            let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(t));
+            let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                _mm512_castps_pd(t),
+                1,
+            )));
+            _mm512_storeu_pd(ps.add(c), _mm512_add_pd(_mm512_loadu_pd(ps.add(c)), lo));
+            _mm512_storeu_pd(
+                ps.add(c + 8),
+                _mm512_add_pd(_mm512_loadu_pd(ps.add(c + 8)), hi),
+            );
             c += LANES;
         }
-        super::add_scaled_portable(&mut block[full..], &row[full..], scale);
+        full
     }
 
     /// The tree 16 -> 8 -> 4 -> 2 -> 1 of [`super::reduce`].
@@ -408,6 +411,51 @@ mod tests {
         }
     }
 
+    /// Many rows: blocks of [`SUM_BLOCK`] rows, each accumulated in f32 from zero in row
+    /// order and added to the f64 sum; the same bits for f16 rows and their widening.
+    #[test]
+    fn add_scaled_rows_in_blocks() {
+        for d in [5usize, 16, 37, 64] {
+            let n = 2 * SUM_BLOCK + 7;
+            let vals: Vec<f32> = (0..n * d).map(|k| (k as f32 * 0.77).sin() * 2.5).collect();
+            let half: Vec<f16> = vals.iter().map(|&x| f16::from_f32(x)).collect();
+            let wide: Vec<f32> = half.iter().map(|x| x.to_f32()).collect();
+            let scale = |r: usize| 0.3 - r as f32 * 0.05;
+            let mut want = vec![0.25f64; d];
+            for block in (0..n).collect::<Vec<_>>().chunks(SUM_BLOCK) {
+                for (k, w) in want.iter_mut().enumerate() {
+                    let t = block
+                        .iter()
+                        .fold(0.0f32, |t, &r| madd(vals[r * d + k], scale(r), t));
+                    *w += f64::from(t);
+                }
+            }
+            let mut got = vec![0.25f64; d];
+            add_scaled_rows(
+                &mut got,
+                (0..n).map(|r| (&vals[r * d..(r + 1) * d], scale(r))),
+            );
+            let mut got16 = vec![0.25f64; d];
+            add_scaled_rows(
+                &mut got16,
+                (0..n).map(|r| (&half[r * d..(r + 1) * d], scale(r))),
+            );
+            let mut got_wide = vec![0.25f64; d];
+            add_scaled_rows(
+                &mut got_wide,
+                (0..n).map(|r| (&wide[r * d..(r + 1) * d], scale(r))),
+            );
+            for k in 0..d {
+                assert_eq!(got[k].to_bits(), want[k].to_bits(), "d {d} element {k}");
+                assert_eq!(
+                    got16[k].to_bits(),
+                    got_wide[k].to_bits(),
+                    "d {d} element {k}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn dot_symmetric_and_correct() {
         let a: Vec<f32> = (0..19).map(|i| (i as f32 * 0.37).sin()).collect();
@@ -421,9 +469,9 @@ mod tests {
         assert!((f64::from(dot(&a, &b)) - exact).abs() < 1e-5);
         let mut sum = vec![1.0f64; 19];
         add_scaled_rows(&mut sum, [(&a[..], 0.5), (&b[..], -2.0)]);
-        let mut block = vec![0.0f32; 19];
-        add_scaled_portable(&mut block, &a, 0.5);
-        add_scaled_portable(&mut block, &b, -2.0);
+        let block: Vec<f32> = (0..19)
+            .map(|k| madd(b[k], -2.0, madd(a[k], 0.5, 0.0)))
+            .collect();
         for (k, (s, w)) in sum.iter().zip(&block).enumerate() {
             assert_eq!(s.to_bits(), (1.0 + f64::from(*w)).to_bits(), "{k}");
             let exact = 1.0 + 0.5 * f64::from(a[k]) - 2.0 * f64::from(b[k]);

@@ -13,6 +13,7 @@ pub mod cosine;
 pub mod dot;
 pub mod h2o;
 pub mod importance;
+mod kept;
 pub mod keys;
 pub mod redundancy;
 pub mod redundancy_fast;
@@ -220,11 +221,11 @@ fn score_validated<'a>(
     let score = if redundancy.is_empty() {
         importance.iter().map(|&i| f64::from(i)).collect()
     } else {
-        importance
-            .iter()
-            .zip(&redundancy)
-            .map(|(&i, &r)| lambda * f64::from(i) - (1.0 - lambda) * r)
-            .collect()
+        let mut score = redundancy.clone();
+        for (s, &i) in score.iter_mut().zip(&importance) {
+            *s = lambda * f64::from(i) - (1.0 - lambda) * *s;
+        }
+        score
     };
     Ok((
         HeadScores {

@@ -13,16 +13,18 @@
 //!   of every row. The sweep is the compression's first read of most keys, straight from
 //!   the cache ([`KeyRows`]: f16 or f32, in the cache's runs), so it prefetches ahead (and
 //!   the policy has asked for the keys during the importance already); on AVX-512 it
-//!   runs in tiles of 8 rows (`super::tile`), resolving each tile without branches;
+//!   runs in tiles of 8 rows (`super::tile`), resolving 16 rows at a time without
+//!   branches;
 //! - `r(i)` for the other slots appended since the last compression by a descending scan
 //!   over all slots (stopping at the first match), and for other older rows a descending
 //!   scan over the new slots only (new slots have larger indices, so a match there wins;
 //!   tiles of 8 rows x 2 candidates on AVX-512);
-//! - after a compression, `r(i)` remapped to the kept slots. A row whose `r(i)` was
-//!   evicted is re-searched lazily: no kept slot above the evicted one matched, so its new
-//!   `r(i)` is a new slot if one matches at the next compression, else the latest match
-//!   among the kept slots below the evicted one (searched only then: most rows match a
-//!   new slot, so most of these searches never run); the key sum loses the evicted slots.
+//! - after a compression (one pass over the rows, `super::kept`), `r(i)` remapped to the
+//!   kept slots. A row whose `r(i)` was evicted is re-searched lazily: no kept slot above
+//!   the evicted one matched, so its new `r(i)` is a new slot if one matches at the next
+//!   compression, else the latest match among the kept slots below the evicted one
+//!   (searched only then: most rows match a new slot, so most of these searches never
+//!   run); the key sum loses the evicted slots.
 //!
 //! Threshold decisions use [`super::cosine`], the same entry function as the oracle, so
 //! every `r(i)` equals the oracle's bit for bit; only the column sums' summation order
@@ -34,6 +36,7 @@
 
 use super::cosine::CosineRows;
 use super::dot::{add_scaled_rows, dot, dots2, inv_norm};
+use super::kept::carry;
 use super::keys::{each_rows, KeyElem, KeyRows, Rows};
 use super::redundancy::{redundancy_from_column_sums, sum_parts, zeroed_column};
 use super::PolicyError;
@@ -178,7 +181,16 @@ fn incremental<'a, E: KeyElem>(
     }
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
-    for i in old..len {
+    // SAFETY (AVX-512 norms): the target has AVX-512F.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    let done = unsafe {
+        super::tile::inv_norms_tiled(&rows, old, len, &mut inv, |i| {
+            rows.prefetch(i + AHEAD / 4, 16)
+        })
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    let done = 0;
+    for i in old + done..len {
         rows.prefetch(i + AHEAD / 4, 1);
         inv.push(inv_norm(rows.row(i)));
     }
@@ -278,9 +290,9 @@ fn newest_and_sums<E: KeyElem>(
     }
     // Rows without a match, ascending; every row is written and kept by advancing `n`,
     // and the hits are selected, not branched on (the decision is data-dependent).
-    let mut pending = vec![0usize; len + 8];
+    let mut pending = vec![0usize; len + 16];
     let mut n = 0;
-    // SAFETY (AVX-512 sweep): the target has AVX-512F; `pending` has 8 entries of slack.
+    // SAFETY (AVX-512 sweep): the target has AVX-512F; `pending` has 16 entries of slack.
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
     let done = unsafe {
         super::tile::newest_and_sums_tiled(
@@ -293,7 +305,7 @@ fn newest_and_sums<E: KeyElem>(
             &mut sweep.sum_dots,
             &mut pending,
             &mut n,
-            |i| s.keys.prefetch(i + AHEAD, 8),
+            |i| s.keys.prefetch(i + AHEAD, 16),
         )
     };
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
@@ -310,7 +322,7 @@ fn newest_and_sums<E: KeyElem>(
     let quads = done + (len - done) / 4 * 4;
     for i0 in (done..quads).step_by(4) {
         s.keys.prefetch(i0 + AHEAD, 4);
-        let rows: [&[E]; 4] = std::array::from_fn(|k| s.row(i0 + k));
+        let rows: [&[E]; 4] = s.keys.rows_at(|k| i0 + k);
         let [dc, ds] = dots2(c, sum32, rows);
         sweep.sum_dots[i0..i0 + 4].copy_from_slice(&ds);
         for (k, d) in dc.into_iter().enumerate() {
@@ -343,40 +355,34 @@ fn column_sums_fast<E: KeyElem>(
 ) -> Vec<f64> {
     // ||k̂_j||^2 from the inverse norm: (||k|| / (||k|| + 1e-8))^2, where
     // ||k|| * inv = (1 / inv - 1e-8) * inv = 1 - 1e-8 * inv (no division).
-    let column = |j: usize, dot: f32| {
-        let inv = f64::from(s.inv_norm[j]);
-        let self_sq = (1.0 - 1e-8 * inv).max(0.0).powi(2);
-        inv * f64::from(dot) - self_sq
-    };
-    let mut sums: Vec<f64> = sum_dots
-        .iter()
-        .enumerate()
-        .map(|(j, &d)| column(j, d))
-        .collect();
-    // Most rows zero the newest column: their entries are summed apart (in eight partial
-    // sums, not one chain of dependent adds), and the others are listed first (which rows
-    // they are is data: selected, not branched on).
-    let len = sums.len();
+    let len = sum_dots.len();
+    // Eight spare columns after the `len` real ones: most rows zero the newest column,
+    // and their entries are summed there apart (eight partial sums, not one chain of
+    // dependent subtractions), then added to it.
+    let mut sums = vec![0.0f64; len + 8];
+    for ((c, &inv), &dot) in sums.iter_mut().zip(s.inv_norm).zip(sum_dots) {
+        let inv = f64::from(inv);
+        let self_sq = (1.0 - 1e-8 * inv).max(0.0);
+        *c = inv * f64::from(dot) - self_sq * self_sq;
+    }
     let newest = len.wrapping_sub(1);
-    let mut part = [0.0f64; 8];
-    let mut others = vec![(0u32, 0.0f32); len];
-    let mut n = 0;
-    for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate() {
+    for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate().take(len) {
         let j = zeroed_column(from_u32(r));
         // The diagonal is already zero.
         let v = if i == j { 0.0 } else { v };
-        let to_newest = j == newest;
-        part[i % 8] += f64::from(if to_newest { v } else { 0.0 });
-        others[n] = (j as u32, v);
-        n += usize::from(!to_newest);
+        // Which column takes the entry is data: selected, not branched on.
+        let at = if j == newest {
+            len + i % 8
+        } else {
+            j.min(len - 1)
+        };
+        sums[at] -= f64::from(v);
     }
-    for &(j, v) in &others[..n] {
-        if let Some(c) = sums.get_mut(j as usize) {
-            *c -= f64::from(v);
-        }
-    }
+    // `x - a - b ...` from 0 is `-(a + b ...)` exactly (rounding is symmetric).
+    let part: [f64; 8] = std::array::from_fn(|k| sums[len + k]);
+    sums.truncate(len);
     if let Some(c) = sums.get_mut(newest) {
-        *c -= sum_parts(part);
+        *c += sum_parts(part);
     }
     sums
 }
@@ -406,48 +412,29 @@ impl FastRedundancy<'_> {
             prev = Some(i);
             new_index[i] = a as u32;
         }
-        // Gathers, one array at a time (no branch on the data in them).
-        let latest: Vec<u32> = kept
+        // One pass over the rows: the kept rows' bookkeeping, `r(i)` remapped, the rows
+        // whose `r(i)` was evicted (re-searched below it later), the evicted rows.
+        let carried = carry(&new_index, &self.latest, &self.zeroed_entry, &self.inv_norm);
+        let lost = carried
+            .lost
             .iter()
-            .map(|&i| new_index[(self.latest[i] as usize).min(len)])
+            .map(|&a| {
+                let r = self.latest[kept[a as usize]] as usize;
+                (a, kept.partition_point(|&x| x < r) as u32)
+            })
             .collect();
-        let latest_entry: Vec<f32> = kept.iter().map(|&i| self.zeroed_entry[i]).collect();
-        let inv: Vec<f32> = kept.iter().map(|&i| self.inv_norm[i]).collect();
-        // Rows whose `r(i)` was evicted (few).
-        let mut lost = Vec::new();
-        for (a, (&i, &m)) in kept.iter().zip(&latest).enumerate() {
-            let r = self.latest[i];
-            if m == NO_MATCH && r != NO_MATCH {
-                let below = kept.partition_point(|&x| x < r as usize);
-                lost.push((a as u32, below as u32));
-            }
-        }
         let mut key_sum = self.key_sum.clone();
-        each_rows!(self.keys, rows => subtract_evicted(&mut key_sum, rows, &self.inv_norm, &new_index[..len]));
-        state.inv_norm = inv;
-        state.latest = latest;
-        state.latest_entry = latest_entry;
+        each_rows!(self.keys, rows => add_scaled_rows(
+            &mut key_sum,
+            carried.evicted.iter().map(|&i| (rows.row(i as usize), -self.inv_norm[i as usize])),
+        ));
+        state.inv_norm = carried.inv;
+        state.latest = carried.latest;
+        state.latest_entry = carried.entry;
         state.key_sum = key_sum;
         state.lost = lost;
         Ok(())
     }
-}
-
-/// Remove the normalised keys of the evicted rows (`new_index` is `NO_MATCH`) from `sum`.
-fn subtract_evicted<E: KeyElem>(
-    sum: &mut [f64],
-    rows: Rows<'_, E>,
-    inv: &[f32],
-    new_index: &[u32],
-) {
-    // The evicted rows, listed without branching on which they are.
-    let mut evicted = vec![0usize; new_index.len()];
-    let mut n = 0;
-    for (i, &idx) in new_index.iter().enumerate() {
-        evicted[n] = i;
-        n += usize::from(idx == NO_MATCH);
-    }
-    add_scaled_rows(sum, evicted[..n].iter().map(|&i| (rows.row(i), -inv[i])));
 }
 
 #[cfg(test)]

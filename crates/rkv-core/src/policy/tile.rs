@@ -1,16 +1,17 @@
 //! Tiles of 8 rows x 2 vectors of dot products on AVX-512, and the two passes of the
 //! incremental redundancy built on them (DESIGN.md §2 "Cost"): the first sweep (every row
 //! against the newest slot and the key sum) and the old rows' latest-match scan against a
-//! short run of candidates (the new slots).
+//! short run of candidates (the new slots); also the new rows' inverse norms, 16 rows at
+//! a time through the same reduction.
 //!
 //! Owns: the tile's 16 dot products in [`super::dot`]'s order (lane `l` accumulates
 //! elements `l, l + 16, ...` by fused multiply-add, the tail as a masked partial block;
 //! the tree 16 -> 8 -> 4 -> 2 -> 1 run on all 16 registers at once, pairing the same
 //! lanes at every level, so each product is bit-identical to its own
 //! [`super::dot::dot`]), the entries `S[i][j] = dot * (inv_i * inv_j)` of
-//! [`CosineRows::entry_from_dot`], and the resolution of a tile without branching on the
-//! data: hits are selected by mask, the rows still pending are packed down, the hits
-//! listed.
+//! [`CosineRows::entry_from_dot`], and the resolution of two tiles (16 rows, one lane
+//! each) at once without branching on the data: hits are selected by mask, the rows
+//! still pending are packed down, the hits listed.
 //!
 //! Must not know: what the rows mean beyond the entry function, column sums, selection.
 //! Only built where the target has AVX-512F; the callers keep their portable loops.
@@ -18,10 +19,13 @@
 use std::arch::x86_64::*;
 
 use super::cosine::CosineRows;
-use super::keys::KeyElem;
+use super::keys::{KeyElem, Rows};
 
 /// Rows per tile.
 const ROWS: usize = 8;
+
+/// Rows resolved together: two tiles.
+const STEP: usize = 2 * ROWS;
 
 /// f32 lanes of a register (and the fixed order's lane count).
 const LANES: usize = 16;
@@ -50,35 +54,36 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     if pairs == 0 || pending.is_empty() || dp == 0 {
         return 0;
     }
-    // Candidate k (the k-th from the top) at `cand[k * dp..]`.
-    let mut cand = vec![0.0f32; 2 * pairs * dp];
-    for (k, c) in cand.chunks_exact_mut(dp).enumerate() {
-        E::widen_into(s.row(top - 1 - k), &mut c[..d]);
-    }
-    // The pending rows (index, inverse norm), `n` of them; a tile reads 8 entries and
-    // writes up to 8 at or below its start (the slack).
+    // The pending rows (index, inverse norm), `n` of them; a step reads 16 entries and
+    // writes up to 16 at or below its start (the slack).
     let mut n = pending.len();
     let mut live: Vec<u32> = pending.iter().map(|&i| i as u32).collect();
     let mut inv: Vec<f32> = pending.iter().map(|&i| s.inv_norm[i]).collect();
-    live.resize(n + ROWS, 0);
-    inv.resize(n + ROWS, 0.0);
+    live.resize(n + STEP, 0);
+    inv.resize(n + STEP, 0.0);
     // The rows' hits, applied at the end: row, candidate, entry.
     let (mut hit_row, mut hit_j, mut hit_v) = (
-        vec![0u32; n + ROWS],
-        vec![0u32; n + ROWS],
-        vec![0.0f32; n + ROWS],
+        vec![0u32; n + STEP],
+        vec![0u32; n + STEP],
+        vec![0.0f32; n + STEP],
     );
     let mut hits = 0;
     let thr = _mm512_set1_ps(threshold);
-    // Row r's entries with candidates 0 and 1 in lane r.
-    let (with_c0, with_c1) = pair_lanes();
+    // Row r's entries with candidates 0 and 1 in lane r (rows 8.. from the second tile).
+    let (with_c0, with_c1) = pair_lanes16();
+    // The pair of candidates being scanned, widened as the scan reaches it (most rows
+    // match within the first few pairs), each zero-padded to whole registers.
+    let mut cand = vec![0.0f32; 2 * dp];
     let mut scanned = 0;
     for k in 0..pairs {
         if n == 0 {
             break;
         }
         let (j0, j1) = (top - 1 - 2 * k, top - 2 - 2 * k);
-        let c0 = cand.as_ptr().add(2 * k * dp);
+        let (w0, w1) = cand.split_at_mut(dp);
+        E::widen_into(s.row(j0), &mut w0[..d]);
+        E::widen_into(s.row(j1), &mut w1[..d]);
+        let c0 = cand.as_ptr();
         let c1 = c0.add(dp);
         let (inv0, inv1) = (
             _mm512_set1_ps(s.inv_norm[j0]),
@@ -88,17 +93,25 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
         let mut still = 0;
         let mut g = 0;
         while g < n {
-            let m = (n - g).min(ROWS);
-            let valid: __mmask16 = (1 << m) - 1;
-            // A short last tile repeats its last row (its lanes are masked off).
-            let ptrs: [*const E; ROWS] =
-                std::array::from_fn(|r| s.row(live[g + r.min(m - 1)] as usize).as_ptr());
-            let dots = tile(ptrs, c0, c1, d);
+            let m = (n - g).min(STEP);
+            let valid: __mmask16 = ((1u32 << m) - 1) as u16;
+            // A short step repeats its last row (its lanes are masked off); a step of at
+            // most 8 rows leaves the second tile out.
+            let last = g + m - 1;
+            let ra: [*const E; ROWS] = s.keys.ptrs_at(|r| live[(g + r).min(last)] as usize);
+            let a = tile(ra, c0, c1, d);
+            let b = if m > ROWS {
+                let rb: [*const E; ROWS] =
+                    s.keys.ptrs_at(|r| live[(g + ROWS + r).min(last)] as usize);
+                tile(rb, c0, c1, d)
+            } else {
+                a
+            };
             let (d0, d1) = (
-                _mm512_permutexvar_ps(with_c0, dots),
-                _mm512_permutexvar_ps(with_c1, dots),
+                _mm512_permutex2var_ps(a, with_c0, b),
+                _mm512_permutex2var_ps(a, with_c1, b),
             );
-            let inv_r = _mm512_castps256_ps512(_mm256_loadu_ps(inv.as_ptr().add(g)));
+            let inv_r = _mm512_loadu_ps(inv.as_ptr().add(g));
             // S[i][j] = dot * (inv_i * inv_j), as `CosineRows::entry_from_dot`.
             let e0 = _mm512_mul_ps(d0, _mm512_mul_ps(inv_r, inv0));
             let e1 = _mm512_mul_ps(d1, _mm512_mul_ps(inv_r, inv1));
@@ -108,32 +121,32 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
             let keep = valid & !hit;
             // Rows without a hit stay, packed down; rows with one go to the hit list
             // (candidate 0, the later slot, wins). No branch on the data.
-            let row_v = _mm512_castsi256_si512(_mm256_loadu_si256(live.as_ptr().add(g).cast()));
-            store8(
+            let row_v = _mm512_loadu_si512(live.as_ptr().add(g).cast());
+            _mm512_storeu_si512(
                 live.as_mut_ptr().add(still).cast(),
                 _mm512_maskz_compress_epi32(keep, row_v),
             );
-            store8(
-                inv.as_mut_ptr().add(still).cast(),
-                _mm512_castps_si512(_mm512_maskz_compress_ps(keep, inv_r)),
+            _mm512_storeu_ps(
+                inv.as_mut_ptr().add(still),
+                _mm512_maskz_compress_ps(keep, inv_r),
             );
             let j = _mm512_mask_blend_epi32(h0, jv1, jv0);
             let v = _mm512_mask_blend_ps(h0, e1, e0);
-            store8(
+            _mm512_storeu_si512(
                 hit_row.as_mut_ptr().add(hits).cast(),
                 _mm512_maskz_compress_epi32(hit, row_v),
             );
-            store8(
+            _mm512_storeu_si512(
                 hit_j.as_mut_ptr().add(hits).cast(),
                 _mm512_maskz_compress_epi32(hit, j),
             );
-            store8(
-                hit_v.as_mut_ptr().add(hits).cast(),
-                _mm512_castps_si512(_mm512_maskz_compress_ps(hit, v)),
+            _mm512_storeu_ps(
+                hit_v.as_mut_ptr().add(hits),
+                _mm512_maskz_compress_ps(hit, v),
             );
             still += keep.count_ones() as usize;
             hits += hit.count_ones() as usize;
-            g += ROWS;
+            g += STEP;
         }
         n = still;
         scanned += 2;
@@ -148,19 +161,14 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     scanned
 }
 
-/// Stores the low 8 lanes of `v` at `p` (8 writable `u32`s).
-#[inline(always)]
-unsafe fn store8(p: *mut __m256i, v: __m512i) {
-    _mm256_storeu_si256(p, _mm512_castsi512_si256(v));
-}
-
-/// The first sweep's tiles: rows `8g..8g + 8` against the newest slot `j` (widened in
-/// `c`) and the key sum (`sum`, both zero-padded to a multiple of 16), for the first
-/// `len / 8` groups. Each row's sum product goes to `sum_dots`; a row whose entry with
-/// `j` is above the threshold takes `j` as its latest match (`latest`, `entry`), the
-/// others are appended to `pending` from `*n` on (`pending` has 8 entries of slack).
-/// Returns the rows swept (a multiple of 8); the rest is the caller's. `prefetch(i)` is
-/// called as rows `i..i + 8` are read (to ask the memory for rows ahead of them).
+/// The first sweep's tiles: rows against the newest slot `j` (widened in `c`) and the
+/// key sum (`sum`, both zero-padded to a multiple of 16), 16 rows (two tiles) per step,
+/// for the first `len / 16` steps. Each row's sum product goes to `sum_dots`; a row whose
+/// entry with `j` is above the threshold takes `j` as its latest match (`latest`,
+/// `entry`), the others are appended to `pending` from `*n` on (`pending` has 16 entries
+/// of slack). Returns the rows swept (a multiple of 16); the rest is the caller's.
+/// `prefetch(i)` is called as rows `i..i + 16` are read (to ask the memory for rows
+/// ahead of them).
 ///
 /// # Safety
 /// The target must have AVX-512F.
@@ -179,8 +187,8 @@ pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
 ) -> usize {
     let len = s.len();
     let d = s.keys.dim();
-    let groups = len / ROWS;
-    if groups == 0 || len > u32::MAX as usize {
+    let steps = len / STEP;
+    if steps == 0 || len > u32::MAX as usize {
         return 0;
     }
     let j = len - 1;
@@ -188,44 +196,103 @@ pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
     let inv_j = _mm512_set1_ps(s.inv_norm[j]);
     let jv = _mm512_set1_epi32(j as i32);
     let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let (with_c0, with_c1) = pair_lanes();
+    let (with_c0, with_c1) = pair_lanes16();
     let mut kept = *n;
-    for g in 0..groups {
-        let i0 = g * ROWS;
+    for g in 0..steps {
+        let i0 = g * STEP;
         prefetch(i0);
-        let ptrs: [*const E; ROWS] = std::array::from_fn(|r| s.row(i0 + r).as_ptr());
-        let dots = tile(ptrs, c.as_ptr(), sum.as_ptr(), d);
+        let ra: [*const E; ROWS] = s.keys.ptrs_at(|r| i0 + r);
+        let a = tile(ra, c.as_ptr(), sum.as_ptr(), d);
+        let rb: [*const E; ROWS] = s.keys.ptrs_at(|r| i0 + ROWS + r);
+        let b = tile(rb, c.as_ptr(), sum.as_ptr(), d);
         let (dc, ds) = (
-            _mm512_permutexvar_ps(with_c0, dots),
-            _mm512_permutexvar_ps(with_c1, dots),
+            _mm512_permutex2var_ps(a, with_c0, b),
+            _mm512_permutex2var_ps(a, with_c1, b),
         );
-        _mm256_storeu_ps(sum_dots.as_mut_ptr().add(i0), _mm512_castps512_ps256(ds));
-        let inv = _mm512_castps256_ps512(_mm256_loadu_ps(s.inv_norm.as_ptr().add(i0)));
+        _mm512_storeu_ps(sum_dots.as_mut_ptr().add(i0), ds);
+        let inv = _mm512_loadu_ps(s.inv_norm.as_ptr().add(i0));
         // `CosineRows::entry_from_dot`: 0 on the diagonal, else dot * (inv_i * inv_j).
         let rows = _mm512_add_epi32(_mm512_set1_epi32(i0 as i32), lane);
         let diagonal = _mm512_cmpeq_epi32_mask(rows, jv);
         let e = _mm512_maskz_mul_ps(!diagonal, dc, _mm512_mul_ps(inv, inv_j));
-        let hit = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(0xFF, e, thr);
+        let hit = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(e, thr);
         _mm512_mask_storeu_epi32(latest.as_mut_ptr().add(i0).cast(), hit, jv);
         _mm512_mask_storeu_ps(entry.as_mut_ptr().add(i0), hit, e);
-        let keep = !hit & 0xFF;
+        let keep = !hit;
         let idx = _mm512_maskz_compress_epi32(keep, rows);
-        let idx = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(idx));
-        _mm512_storeu_si512(pending.as_mut_ptr().add(kept).cast(), idx);
+        let p = pending.as_mut_ptr().add(kept);
+        _mm512_storeu_si512(p.cast(), _mm512_cvtepu32_epi64(_mm512_castsi512_si256(idx)));
+        _mm512_storeu_si512(
+            p.add(ROWS).cast(),
+            _mm512_cvtepu32_epi64(_mm256_castpd_si256(_mm512_extractf64x4_pd(
+                _mm512_castsi512_pd(idx),
+                1,
+            ))),
+        );
         kept += keep.count_ones() as usize;
     }
     *n = kept;
-    groups * ROWS
+    steps * STEP
 }
 
-/// The permutations taking a tile's lanes to row order: row `r`'s products with the
-/// first and the second vector in lane `r`.
+/// The permutations taking two tiles' lanes to row order: row `r`'s products with the
+/// first and the second vector in lane `r` (rows 8.. from the second tile, index bit 4).
 #[inline(always)]
-unsafe fn pair_lanes() -> (__m512i, __m512i) {
+unsafe fn pair_lanes16() -> (__m512i, __m512i) {
     (
-        _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0),
-        _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 0, 0, 0, 0, 0, 0, 0, 0),
+        _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27),
+        _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31),
     )
+}
+
+/// Inverse norms `1 / (||k|| + 1e-8)` of rows `start..end`, 16 rows at a time (each
+/// squared norm in [`super::dot`]'s order, so every value is bit-identical to
+/// [`super::dot::inv_norm`]'s), appended to `out`. Returns how many rows it did (a
+/// multiple of 16); the rest is the caller's. `prefetch(i)` is called as rows
+/// `i..i + 16` are read.
+///
+/// # Safety
+/// The target must have AVX-512F.
+pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
+    rows: &Rows<'_, E>,
+    start: usize,
+    end: usize,
+    out: &mut Vec<f32>,
+    prefetch: impl Fn(usize),
+) -> usize {
+    let d = rows.dim();
+    let groups = end.saturating_sub(start) / LANES;
+    let full = d - d % LANES;
+    // Register `q = 4t + b` of the reduction ends in lane `4b + t`: back to row order.
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let (one, eps) = (_mm512_set1_ps(1.0), _mm512_set1_ps(1e-8));
+    let mut lanes = [0.0f32; LANES];
+    for g in 0..groups {
+        let i0 = start + g * LANES;
+        prefetch(i0);
+        let r: [*const E; LANES] = rows.ptrs_at(|k| i0 + k);
+        let mut acc = [_mm512_setzero_ps(); LANES];
+        let mut c = 0;
+        while c < full {
+            for (a, p) in acc.iter_mut().zip(r) {
+                let x = E::load16(p.add(c));
+                *a = _mm512_fmadd_ps(x, x, *a);
+            }
+            c += LANES;
+        }
+        if full < d {
+            let mask: __mmask16 = (1 << (d - full)) - 1;
+            for (a, p) in acc.iter_mut().zip(r) {
+                let x = E::load_first(p.add(c), d - full);
+                *a = _mm512_mask3_fmadd_ps(x, x, *a, mask);
+            }
+        }
+        let sq = _mm512_permutexvar_ps(order, reduce16(acc));
+        let inv = _mm512_div_ps(one, _mm512_add_ps(_mm512_sqrt_ps(sq), eps));
+        _mm512_storeu_ps(lanes.as_mut_ptr(), inv);
+        out.extend_from_slice(&lanes);
+    }
+    groups * LANES
 }
 
 /// The 16 dot products of rows `r` (8, `d` elements each) with `c0` and `c1` (f32, at
@@ -300,7 +367,7 @@ unsafe fn reduce16(a: [__m512; 16]) -> __m512 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dot::{dot, inv_norms};
+    use super::super::dot::{dot, inv_norm, inv_norms};
     use super::super::keys::Rows;
     use super::*;
     use half::f16;
@@ -348,6 +415,37 @@ mod tests {
         }
     }
 
+    /// Every tiled inverse norm equals [`inv_norm`]'s, bit for bit, for f32 and f16 rows
+    /// of every width, from any start row.
+    #[test]
+    fn tiled_inv_norms_match() {
+        for d in [1usize, 5, 16, 17, 40, 64, 128] {
+            let len = 53;
+            let vals: Vec<f32> = (0..len * d)
+                .map(|k| ((k * 37 % 101) as f32 * 0.21).cos() * 3.0 + 0.1)
+                .collect();
+            let half: Vec<f16> = vals.iter().map(|&x| f16::from_f32(x)).collect();
+            for start in [0usize, 3, 16] {
+                let mut got = Vec::new();
+                let done =
+                    unsafe { inv_norms_tiled(&Rows::flat(&vals, d), start, len, &mut got, |_| {}) };
+                assert_eq!(done, (len - start) / LANES * LANES);
+                let mut got16 = Vec::new();
+                let done16 = unsafe {
+                    inv_norms_tiled(&Rows::flat(&half, d), start, len, &mut got16, |_| {})
+                };
+                assert_eq!(done16, done);
+                for k in 0..done {
+                    let i = start + k;
+                    let want = inv_norm(&vals[i * d..(i + 1) * d]);
+                    assert_eq!(got[k].to_bits(), want.to_bits(), "f32 d {d} row {i}");
+                    let want = inv_norm(&half[i * d..(i + 1) * d]);
+                    assert_eq!(got16[k].to_bits(), want.to_bits(), "f16 d {d} row {i}");
+                }
+            }
+        }
+    }
+
     /// Keys with near-copies, so that entries fall on both sides of the thresholds.
     fn keys(len: usize, d: usize) -> Vec<f16> {
         (0..len * d)
@@ -380,7 +478,7 @@ mod tests {
             for threshold in [0.5f32, 0.9, -0.2] {
                 let (mut latest, mut entry) = (vec![u32::MAX; len], vec![0.0f32; len]);
                 let mut sum_dots = vec![0.0f32; len];
-                let mut pending = vec![0usize; len + ROWS];
+                let mut pending = vec![0usize; len + STEP];
                 let mut n = 0;
                 let done = unsafe {
                     newest_and_sums_tiled(
@@ -396,7 +494,7 @@ mod tests {
                         |_| {},
                     )
                 };
-                assert_eq!(done, len / ROWS * ROWS);
+                assert_eq!(done, len / STEP * STEP);
                 let mut want_pending = Vec::new();
                 for i in 0..done {
                     assert_eq!(sum_dots[i].to_bits(), dot(&sum[..d], s.row(i)).to_bits());

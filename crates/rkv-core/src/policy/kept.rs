@@ -1,0 +1,231 @@
+//! The per-row bookkeeping of the incremental redundancy carried through a compression
+//! in one pass over the rows (DESIGN.md §2 "Cost"): the kept rows' latest similar slot
+//! remapped to their new indices, their zeroed entries and inverse norms, the rows whose
+//! latest similar slot was evicted, and the evicted rows themselves.
+//!
+//! Owns: that pass, in plain Rust and, where the target has AVX-512F, 16 rows at a time
+//! (the kept lanes packed by compress, the remap a gather); both give the same output.
+//!
+//! Must not know: what the entries mean, the key sum, selection rules.
+
+/// Marks "no similar slot" / "not kept" (the caller's `NO_MATCH`).
+const NONE: u32 = u32::MAX;
+
+/// What one compression leaves of the bookkeeping.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Carried {
+    /// `[kept]` each kept row's latest similar slot as a new index (`NONE`: none, or evicted).
+    pub latest: Vec<u32>,
+    /// `[kept]` the kept rows' entries.
+    pub entry: Vec<f32>,
+    /// `[kept]` the kept rows' inverse norms.
+    pub inv: Vec<f32>,
+    /// New indices of the kept rows whose latest similar slot was evicted, ascending.
+    pub lost: Vec<u32>,
+    /// The evicted rows (old indices), ascending.
+    pub evicted: Vec<u32>,
+}
+
+/// Carry the bookkeeping of rows `0..len` through a compression. `new_index`: `[len + 1]`,
+/// each row's index among the kept rows or `NONE`, with `new_index[len] == NONE` (what a
+/// row without a match remaps to); `latest`, `entry`, `inv`: `[len]` (`latest` values
+/// `< len` or `NONE`). Shorter inputs are read up to the shortest.
+pub(super) fn carry(new_index: &[u32], latest: &[u32], entry: &[f32], inv: &[f32]) -> Carried {
+    let len = new_index
+        .len()
+        .saturating_sub(1)
+        .min(latest.len())
+        .min(entry.len())
+        .min(inv.len());
+    let mut out = Carried::default();
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    let done = {
+        // SAFETY: the target has AVX-512F; the slices are at least `len` (`new_index`
+        // `len + 1`) long.
+        unsafe { avx512::carry(&new_index[..=len], latest, entry, inv, &mut out) }
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    let done = 0;
+    carry_rows(done..len, &new_index[..=len], latest, entry, inv, &mut out);
+    out
+}
+
+/// [`carry`] of `rows` in plain Rust, appended to `out`.
+fn carry_rows(
+    rows: std::ops::Range<usize>,
+    new_index: &[u32],
+    latest: &[u32],
+    entry: &[f32],
+    inv: &[f32],
+    out: &mut Carried,
+) {
+    let len = new_index.len() - 1;
+    for i in rows {
+        let a = new_index[i];
+        if a == NONE {
+            out.evicted.push(i as u32);
+            continue;
+        }
+        let r = latest[i];
+        let m = new_index[(r as usize).min(len)];
+        if m == NONE && r != NONE {
+            out.lost.push(out.latest.len() as u32);
+        }
+        out.latest.push(m);
+        out.entry.push(entry[i]);
+        out.inv.push(inv[i]);
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+mod avx512 {
+    use super::{Carried, NONE};
+    use std::arch::x86_64::*;
+
+    /// Rows per step.
+    const LANES: usize = 16;
+
+    /// The whole groups of 16 rows of [`super::carry`] (`new_index`: `[len + 1]`);
+    /// returns how many rows it did. No branch on which rows are kept.
+    ///
+    /// # Safety
+    /// The target must have AVX-512F; `latest`, `entry` and `inv` at least `len` long.
+    pub(super) unsafe fn carry(
+        new_index: &[u32],
+        latest: &[u32],
+        entry: &[f32],
+        inv: &[f32],
+        out: &mut Carried,
+    ) -> usize {
+        let len = new_index.len() - 1;
+        let done = len / LANES * LANES;
+        // Each store writes 16 lanes at the count so far: 16 of slack.
+        let (mut m_out, mut e_out, mut v_out, mut ev_out) = (
+            vec![0u32; len + LANES],
+            vec![0.0f32; len + LANES],
+            vec![0.0f32; len + LANES],
+            vec![0u32; len + LANES],
+        );
+        let (mut kept, mut evicted) = (0usize, 0usize);
+        let none = _mm512_set1_epi32(NONE as i32);
+        let last = _mm512_set1_epi32(len as i32);
+        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let base = new_index.as_ptr().cast::<i32>();
+        for i0 in (0..done).step_by(LANES) {
+            let idx = _mm512_loadu_si512(new_index.as_ptr().add(i0).cast());
+            let keep = _mm512_cmpneq_epu32_mask(idx, none);
+            let r = _mm512_loadu_si512(latest.as_ptr().add(i0).cast());
+            // `new_index[min(r, len)]` for the kept lanes (`NONE` clamps to `len`).
+            let m = _mm512_mask_i32gather_epi32::<4>(none, keep, _mm512_min_epu32(r, last), base);
+            let lost = keep & _mm512_cmpeq_epu32_mask(m, none) & _mm512_cmpneq_epu32_mask(r, none);
+            let e = _mm512_loadu_ps(entry.as_ptr().add(i0));
+            let v = _mm512_loadu_ps(inv.as_ptr().add(i0));
+            _mm512_storeu_si512(
+                m_out.as_mut_ptr().add(kept).cast(),
+                _mm512_maskz_compress_epi32(keep, m),
+            );
+            _mm512_storeu_ps(
+                e_out.as_mut_ptr().add(kept),
+                _mm512_maskz_compress_ps(keep, e),
+            );
+            _mm512_storeu_ps(
+                v_out.as_mut_ptr().add(kept),
+                _mm512_maskz_compress_ps(keep, v),
+            );
+            let rows = _mm512_add_epi32(_mm512_set1_epi32(i0 as i32), lane);
+            _mm512_storeu_si512(
+                ev_out.as_mut_ptr().add(evicted).cast(),
+                _mm512_maskz_compress_epi32(!keep, rows),
+            );
+            // Rare: a kept row whose latest similar slot was evicted.
+            let mut bits = lost;
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                let below = keep & ((1u16 << b) - 1);
+                out.lost.push((kept + below.count_ones() as usize) as u32);
+                bits &= bits - 1;
+            }
+            kept += keep.count_ones() as usize;
+            evicted += LANES - keep.count_ones() as usize;
+        }
+        m_out.truncate(kept);
+        e_out.truncate(kept);
+        v_out.truncate(kept);
+        ev_out.truncate(evicted);
+        out.latest = m_out;
+        out.entry = e_out;
+        out.inv = v_out;
+        out.evicted = ev_out;
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random bookkeeping: about one row in eight evicted, some rows without a match.
+    fn case(len: usize, seed: u64) -> (Vec<u32>, Vec<u32>, Vec<f32>, Vec<f32>) {
+        let mut x = seed;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as usize
+        };
+        let mut new_index = vec![NONE; len + 1];
+        let mut a = 0;
+        for slot in new_index.iter_mut().take(len) {
+            if next() % 8 != 0 {
+                *slot = a;
+                a += 1;
+            }
+        }
+        let latest = (0..len)
+            .map(|_| {
+                if next() % 5 == 0 {
+                    NONE
+                } else {
+                    (next() % len) as u32
+                }
+            })
+            .collect();
+        let entry = (0..len).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let inv = (0..len).map(|i| 1.0 / (i as f32 + 1.0)).collect();
+        (new_index, latest, entry, inv)
+    }
+
+    /// The vectorised pass and the plain one agree, for lengths with and without a
+    /// partial last group; the output is what its definition says.
+    #[test]
+    fn carry_matches_plain_rows() {
+        for (len, seed) in [
+            (0usize, 1u64),
+            (7, 2),
+            (16, 3),
+            (37, 4),
+            (1152, 5),
+            (1153, 6),
+        ] {
+            let (new_index, latest, entry, inv) = case(len, seed);
+            let got = carry(&new_index, &latest, &entry, &inv);
+            let mut want = Carried::default();
+            carry_rows(0..len, &new_index, &latest, &entry, &inv, &mut want);
+            assert_eq!(got, want, "len {len}");
+            let kept: Vec<usize> = (0..len).filter(|&i| new_index[i] != NONE).collect();
+            assert_eq!(want.latest.len(), kept.len());
+            assert_eq!(want.evicted.len(), len - kept.len());
+            for (a, &i) in kept.iter().enumerate() {
+                let r = latest[i];
+                let m = if r == NONE {
+                    NONE
+                } else {
+                    new_index[r as usize]
+                };
+                assert_eq!(want.latest[a], m);
+                assert_eq!(want.entry[a], entry[i]);
+                assert_eq!(want.lost.contains(&(a as u32)), r != NONE && m == NONE);
+            }
+        }
+    }
+}
