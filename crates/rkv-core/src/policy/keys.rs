@@ -192,15 +192,28 @@ impl<'a, E: KeyElem> Rows<'a, E> {
         }
     }
 
-    /// Row `i` (`i < len`).
+    /// Row `i` (`i < len`, else the call panics).
     #[inline(always)]
     pub fn row(&self, i: usize) -> &'a [E] {
+        // SAFETY: `row_ptr` points at the `dim` elements of row `i`.
+        unsafe { std::slice::from_raw_parts(self.row_ptr(i), self.dim) }
+    }
+
+    /// The first element of row `i` (`i < len`, else the call panics): one check of the
+    /// index instead of the slices' bounds on every row of the hot scans.
+    #[inline(always)]
+    fn row_ptr(&self, i: usize) -> *const E {
+        assert!(i < self.len, "row {i} of {}", self.len);
         let d = self.dim;
-        if self.runs.is_empty() {
-            &self.flat[i * d..(i + 1) * d]
-        } else {
-            let at = (i & ((1 << self.shift) - 1)) * d;
-            &self.runs[i >> self.shift][at..at + d]
+        // SAFETY: `i < len`, and the constructors checked that the flat slice or the runs
+        // hold `dim` elements for every row below `len`.
+        unsafe {
+            if self.runs.is_empty() {
+                self.flat.as_ptr().add(i * d)
+            } else {
+                let run = self.runs.get_unchecked(i >> self.shift);
+                run.as_ptr().add((i & ((1 << self.shift) - 1)) * d)
+            }
         }
     }
 
@@ -221,7 +234,7 @@ impl<'a, E: KeyElem> Rows<'a, E> {
     pub fn ptrs_at<const N: usize>(&self, index: impl Fn(usize) -> usize) -> [*const E; N] {
         let mut out = [std::ptr::null(); N];
         for (k, o) in out.iter_mut().enumerate() {
-            *o = self.row(index(k)).as_ptr();
+            *o = self.row_ptr(index(k));
         }
         out
     }
