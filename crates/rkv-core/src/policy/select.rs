@@ -36,21 +36,56 @@ pub fn top_k(score: &[f64], k: usize) -> Vec<usize> {
     if k == 0 {
         return Vec::new();
     }
-    // Integer keys with the index: a total order, compared without branches on floats.
-    let mut ranked: Vec<(u64, usize)> = score
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| (rank_key(v), i))
-        .collect();
-    ranked.select_nth_unstable(k - 1);
-    let mut kept = vec![false; n];
-    for &(_, i) in &ranked[..k] {
-        kept[i] = true;
+    // Integer keys: a total order, compared without branches on floats. The `k`-th
+    // smallest key is the threshold: every index below it is kept, and of those equal to
+    // it the lowest ones, as many as are missing.
+    let keys: Vec<u64> = score.iter().map(|&v| rank_key(v)).collect();
+    let threshold = kth_smallest(keys.clone(), k);
+    let below = keys.iter().filter(|&&x| x < threshold).count();
+    let mut equal_left = k - below;
+    let mut kept = Vec::with_capacity(k);
+    for (i, &x) in keys.iter().enumerate() {
+        let equal = x == threshold;
+        if x < threshold || (equal && equal_left > 0) {
+            kept.push(i);
+            equal_left -= usize::from(equal);
+        }
     }
-    kept.iter()
-        .enumerate()
-        .filter_map(|(i, &keep)| keep.then_some(i))
-        .collect()
+    kept
+}
+
+/// The `k`-th smallest (1-based, `1 <= k <= keys.len()`) of `keys`, by most-significant
+/// digit radix selection: each round counts the keys by the 8 bits below the prefix they
+/// all share and keeps only the bucket holding the `k`-th (a few linear passes whatever
+/// the data, where a quickselect's partitions mispredict on every other element).
+fn kth_smallest(mut keys: Vec<u64>, mut k: usize) -> u64 {
+    loop {
+        if keys.len() <= 32 {
+            keys.sort_unstable();
+            return keys[k - 1];
+        }
+        let (lo, hi) = keys
+            .iter()
+            .fold((u64::MAX, 0), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        if lo == hi {
+            return lo;
+        }
+        // Bits above the highest differing one are common: the digit is the 8 bits
+        // ending there, and its order is the keys' order.
+        let top = 63 - (lo ^ hi).leading_zeros();
+        let shift = top.saturating_sub(7);
+        let digit = |x: u64| ((x >> shift) & 0xFF) as usize;
+        let mut count = [0usize; 256];
+        for &x in &keys {
+            count[digit(x)] += 1;
+        }
+        let mut bucket = 0;
+        while k > count[bucket] {
+            k -= count[bucket];
+            bucket += 1;
+        }
+        keys.retain(|&x| digit(x) == bucket);
+    }
 }
 
 /// Keep the top `budget - window` of the `score.len()` candidates plus the `window`
@@ -149,6 +184,20 @@ mod tests {
                 0.5, -0.5, 2.0, 3.25, -7.0,
             ];
             let score: Vec<f64> = picks.iter().map(|&p| values[p]).collect();
+            proptest::prop_assert_eq!(top_k(&score, k), top_k_by_sorting(&score, k));
+        }
+
+        #[test]
+        fn agrees_with_the_comparator_on_close_scores(
+            // Scores sharing most of their bits (the radix selection's deeper rounds),
+            // with repeats.
+            steps in proptest::collection::vec(0u64..5000, 0..1500),
+            k in 0usize..1600,
+        ) {
+            let score: Vec<f64> = steps
+                .iter()
+                .map(|&t| f64::from_bits(0.1f64.to_bits() + t * 7))
+                .collect();
             proptest::prop_assert_eq!(top_k(&score, k), top_k_by_sorting(&score, k));
         }
 
