@@ -29,11 +29,6 @@ const FIRST_BLOCK: usize = 2;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 const TILED_MIN_ROWS: usize = 8;
 
-/// Most candidates the tiled scan widens up front (beyond that, as in the new rows'
-/// search over the whole cache, most of them would never be reached).
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-const TILED_MAX_CANDIDATES: usize = 512;
-
 /// The keys of one head with their inverse norms: the entry function `S[i][j]`.
 pub struct CosineRows<'a, E = f32> {
     /// `[len, dim]` raw keys.
@@ -174,10 +169,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         out: &mut Resolved<'_>,
     ) -> usize {
         #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-        if pending.len() >= TILED_MIN_ROWS
-            && candidates.len() <= TILED_MAX_CANDIDATES
-            && pending.iter().all(|&i| i < candidates.start)
-        {
+        if pending.len() >= TILED_MIN_ROWS && pending.iter().all(|&i| i < candidates.start) {
             // SAFETY: the target has AVX-512F.
             return unsafe {
                 super::tile::latest_matches_tiled(

@@ -42,7 +42,7 @@ pub fn softmax_in_place(row: &mut [f32]) {
 }
 
 /// [`softmax_in_place`], calling `tick` after every [`TICK`] exponentials.
-pub fn softmax_in_place_with(row: &mut [f32], tick: &mut dyn FnMut()) {
+pub fn softmax_in_place_with(row: &mut [f32], tick: &mut impl FnMut()) {
     if row.is_empty() {
         return;
     }
@@ -107,7 +107,7 @@ pub fn importance_with(
     window: usize,
     n: usize,
     kernel: usize,
-    tick: &mut dyn FnMut(),
+    tick: &mut impl FnMut(),
 ) -> Vec<f32> {
     let mut rows = group_max(window_logits, group, window, n);
     let mut mean = vec![0.0f32; n];

@@ -79,6 +79,7 @@ fn carry_rows(
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 mod avx512 {
+    use super::super::tile::{pack_epi32, pack_ps};
     use super::{Carried, NONE};
     use std::arch::x86_64::*;
 
@@ -120,23 +121,11 @@ mod avx512 {
             let lost = keep & _mm512_cmpeq_epu32_mask(m, none) & _mm512_cmpneq_epu32_mask(r, none);
             let e = _mm512_loadu_ps(entry.as_ptr().add(i0));
             let v = _mm512_loadu_ps(inv.as_ptr().add(i0));
-            _mm512_storeu_si512(
-                m_out.as_mut_ptr().add(kept).cast(),
-                _mm512_maskz_compress_epi32(keep, m),
-            );
-            _mm512_storeu_ps(
-                e_out.as_mut_ptr().add(kept),
-                _mm512_maskz_compress_ps(keep, e),
-            );
-            _mm512_storeu_ps(
-                v_out.as_mut_ptr().add(kept),
-                _mm512_maskz_compress_ps(keep, v),
-            );
+            pack_epi32(m_out.as_mut_ptr().add(kept), keep, m);
+            pack_ps(e_out.as_mut_ptr().add(kept), keep, e);
+            pack_ps(v_out.as_mut_ptr().add(kept), keep, v);
             let rows = _mm512_add_epi32(_mm512_set1_epi32(i0 as i32), lane);
-            _mm512_storeu_si512(
-                ev_out.as_mut_ptr().add(evicted).cast(),
-                _mm512_maskz_compress_epi32(!keep, rows),
-            );
+            pack_epi32(ev_out.as_mut_ptr().add(evicted), !keep, rows);
             // Rare: a kept row whose latest similar slot was evicted.
             let mut bits = lost;
             while bits != 0 {

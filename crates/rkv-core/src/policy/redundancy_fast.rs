@@ -259,8 +259,9 @@ struct FirstSweep {
 const AHEAD: usize = 48;
 
 /// The first sweep: every row against the newest slot `L - 1` and the key sum (rounded
-/// to f32) at once, so that each row is read once for both. A row matching the newest slot has found its
-/// `r(i)` (no slot is newer; the entries are [`CosineRows::entry`]'s bit for bit).
+/// to f32) at once, so that each row is read once for both. A row matching the newest
+/// slot has found its `r(i)` (no slot is newer; the entries are [`CosineRows::entry`]'s
+/// bit for bit).
 fn newest_and_sums<E: KeyElem>(
     s: &CosineRows<'_, E>,
     key_sum: &[f64],
@@ -370,7 +371,8 @@ fn column_sums_fast<E: KeyElem>(
         let j = zeroed_column(from_u32(r));
         // The diagonal is already zero.
         let v = if i == j { 0.0 } else { v };
-        // Which column takes the entry is data: selected, not branched on.
+        // Which column takes the entry is data: selected, not branched on (`j < len`
+        // always; the clamp only spares the index a check).
         let at = if j == newest {
             len + i % 8
         } else {

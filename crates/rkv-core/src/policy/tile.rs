@@ -122,28 +122,13 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
             // Rows without a hit stay, packed down; rows with one go to the hit list
             // (candidate 0, the later slot, wins). No branch on the data.
             let row_v = _mm512_loadu_si512(live.as_ptr().add(g).cast());
-            _mm512_storeu_si512(
-                live.as_mut_ptr().add(still).cast(),
-                _mm512_maskz_compress_epi32(keep, row_v),
-            );
-            _mm512_storeu_ps(
-                inv.as_mut_ptr().add(still),
-                _mm512_maskz_compress_ps(keep, inv_r),
-            );
+            pack_epi32(live.as_mut_ptr().add(still), keep, row_v);
+            pack_ps(inv.as_mut_ptr().add(still), keep, inv_r);
             let j = _mm512_mask_blend_epi32(h0, jv1, jv0);
             let v = _mm512_mask_blend_ps(h0, e1, e0);
-            _mm512_storeu_si512(
-                hit_row.as_mut_ptr().add(hits).cast(),
-                _mm512_maskz_compress_epi32(hit, row_v),
-            );
-            _mm512_storeu_si512(
-                hit_j.as_mut_ptr().add(hits).cast(),
-                _mm512_maskz_compress_epi32(hit, j),
-            );
-            _mm512_storeu_ps(
-                hit_v.as_mut_ptr().add(hits),
-                _mm512_maskz_compress_ps(hit, v),
-            );
+            pack_epi32(hit_row.as_mut_ptr().add(hits), hit, row_v);
+            pack_epi32(hit_j.as_mut_ptr().add(hits), hit, j);
+            pack_ps(hit_v.as_mut_ptr().add(hits), hit, v);
             still += keep.count_ones() as usize;
             hits += hit.count_ones() as usize;
             g += STEP;
@@ -233,6 +218,25 @@ pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
     }
     *n = kept;
     steps * STEP
+}
+
+/// Stores the lanes of `v` that `mask` selects, packed to the front, at `dst` (16
+/// writable `u32`s: the lanes after the selected ones are written as zeros).
+///
+/// # Safety
+/// The target must have AVX-512F; `dst` must have 16 writable elements.
+#[inline(always)]
+pub(super) unsafe fn pack_epi32(dst: *mut u32, mask: __mmask16, v: __m512i) {
+    _mm512_storeu_si512(dst.cast(), _mm512_maskz_compress_epi32(mask, v));
+}
+
+/// [`pack_epi32`] for f32 lanes.
+///
+/// # Safety
+/// The target must have AVX-512F; `dst` must have 16 writable elements.
+#[inline(always)]
+pub(super) unsafe fn pack_ps(dst: *mut f32, mask: __mmask16, v: __m512) {
+    _mm512_storeu_ps(dst, _mm512_maskz_compress_ps(mask, v));
 }
 
 /// The permutations taking two tiles' lanes to row order: row `r`'s products with the
