@@ -224,10 +224,17 @@ fn incremental<'a, E: KeyElem>(
         &mut latest,
         &mut zeroed_entry,
     );
-    // Rows without a match zero S[i][0] (the reference's quirk).
-    for (i, (r, v)) in latest.iter().zip(zeroed_entry.iter_mut()).enumerate() {
-        if *r == NO_MATCH {
-            *v = s.entry(i, 0);
+    // Rows without a match zero S[i][0] (the reference's quirk). They are few: sixteen
+    // rows are checked at once (a check that vectorises), and only where one is found
+    // are they visited.
+    for (c, chunk) in latest.chunks(16).enumerate() {
+        if chunk.iter().fold(false, |any, &r| any | (r == NO_MATCH)) {
+            for (k, &r) in chunk.iter().enumerate() {
+                let i = 16 * c + k;
+                if r == NO_MATCH {
+                    zeroed_entry[i] = s.entry(i, 0);
+                }
+            }
         }
     }
     let column_sums = column_sums_fast(&s, &first.sum_dots, &latest, &zeroed_entry);
