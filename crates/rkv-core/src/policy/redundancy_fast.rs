@@ -375,16 +375,12 @@ fn column_sums_fast<E: KeyElem>(
     }
     let newest = len.wrapping_sub(1);
     for (i, (&r, &v)) in latest.iter().zip(zeroed).enumerate().take(len) {
-        let j = zeroed_column(from_u32(r));
-        // The diagonal is already zero.
-        let v = if i == j { 0.0 } else { v };
+        // On the diagonal (`r(i) = i`, or row 0 without a match) the entry is already
+        // zero (`CosineRows::entry_from_dot`), so it is subtracted like any other.
+        let j = zeroed_column(from_u32(r)).min(len - 1);
         // Which column takes the entry is data: selected, not branched on (`j < len`
         // always; the clamp only spares the index a check).
-        let at = if j == newest {
-            len + i % 8
-        } else {
-            j.min(len - 1)
-        };
+        let at = std::hint::select_unpredictable(j == newest, len + i % 8, j);
         sums[at] -= f64::from(v);
     }
     // `x - a - b ...` from 0 is `-(a + b ...)` exactly (rounding is symmetric).
