@@ -392,6 +392,27 @@ fn column_sums_fast<E: KeyElem>(
     sums
 }
 
+/// `kept` must be strictly ascending slots below `len`; the error names the first slot
+/// that is not. (Checked in one pass that vectorises; the slot is looked for only on
+/// failure.)
+fn check_kept(kept: &[usize], len: usize) -> Result<(), PolicyError> {
+    let ascending = kept.windows(2).fold(true, |ok, w| ok & (w[0] < w[1]));
+    if ascending && kept.last().is_none_or(|&i| i < len) {
+        return Ok(());
+    }
+    let mut prev = None;
+    for &i in kept {
+        if i >= len {
+            return Err(PolicyError::KeptOutOfRange { slot: i, len });
+        }
+        if prev.is_some_and(|p| p >= i) {
+            return Err(PolicyError::KeptNotAscending { slot: i });
+        }
+        prev = Some(i);
+    }
+    Ok(())
+}
+
 impl FastRedundancy<'_> {
     /// `r(i)` of every row over all `L` slots (`None`: no similar slot).
     pub fn latest(&self) -> Vec<Option<usize>> {
@@ -405,16 +426,9 @@ impl FastRedundancy<'_> {
     pub fn commit(&self, kept: &[usize], state: &mut HeadState) -> Result<(), PolicyError> {
         let len = self.latest.len();
         // `new_index[len]` answers for `NO_MATCH` (clamped to `len`): still no match.
+        check_kept(kept, len)?;
         let mut new_index = vec![NO_MATCH; len + 1];
-        let mut prev = None;
         for (a, &i) in kept.iter().enumerate() {
-            if i >= len {
-                return Err(PolicyError::KeptOutOfRange { slot: i, len });
-            }
-            if prev.is_some_and(|p| p >= i) {
-                return Err(PolicyError::KeptNotAscending { slot: i });
-            }
-            prev = Some(i);
             new_index[i] = a as u32;
         }
         // One pass over the rows: the kept rows' bookkeeping, `r(i)` remapped, the rows
