@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use rkv_engine::{Engine, GenerationRequest, SamplingParams};
+use rkv_engine::{Engine, GenerationRequest, SamplingParams, SeqStats};
 use serde_json::json;
 
 use crate::args::{engine_config, peak_rss_bytes, KvArgs, ModelArgs};
@@ -28,6 +28,11 @@ pub struct DecodeArgs {
     pub tokens: usize,
     #[arg(long, default_value_t = 5)]
     pub repeat: usize,
+    /// A second policy (same budget and tuning) measured in the same run: each repeat runs
+    /// both, in alternating order, on the same engine and KV pool, so that the ratios
+    /// between them (reported per repeat) share the machine's conditions
+    #[arg(long)]
+    pub compare_policy: Option<String>,
     /// One JSON object per depth, then a summary object
     #[arg(long)]
     pub json: bool,
@@ -66,6 +71,13 @@ fn decode(a: DecodeArgs) -> Result<()> {
         bail!("--tokens, --repeat and --depths must be non-empty and positive");
     }
     let compression = a.kv.compression()?;
+    let mut runs = vec![(a.kv.kv_policy.clone(), compression)];
+    if let Some(other) = &a.compare_policy {
+        let policy = other
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--compare-policy: {e}"))?;
+        runs.push((other.clone(), a.kv.tuning.config(policy, a.kv.kv_budget)?));
+    }
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;
     let max_depth = a.depths.iter().copied().max().unwrap_or(0);
@@ -89,62 +101,89 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let mut engine = Engine::new(model, cfg)?;
     for &depth in &a.depths {
         let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();
-        let mut tps = Vec::with_capacity(a.repeat);
-        let mut event_ms = Vec::with_capacity(a.repeat);
-        let mut compact_ms = Vec::with_capacity(a.repeat);
-        let mut compressions = 0;
-        let mut kv_bytes = 0;
-        for _ in 0..a.repeat {
-            let req = GenerationRequest {
-                prompt: prompt.clone(),
-                sampling: SamplingParams::default(),
-                max_tokens: a.tokens + 1,
-                ignore_eos: true,
-                stop: Vec::new(),
-            };
-            let out = engine.generate(req, None, |_| {})?;
-            tps.push(out.stats.decode_tokens_per_s());
-            compressions = out.stats.compressions;
-            if compressions > 0 {
-                event_ms.push(out.stats.seconds_per_compression() * 1e3);
-                compact_ms.push(out.stats.compact_seconds_per_compression() * 1e3);
+        let mut measured = vec![Measured::default(); runs.len()];
+        for rep in 0..a.repeat {
+            // Alternating order: neither policy always runs right after the other.
+            for k in 0..runs.len() {
+                let k = if rep % 2 == 0 { k } else { runs.len() - 1 - k };
+                let req = GenerationRequest {
+                    prompt: prompt.clone(),
+                    sampling: SamplingParams::default(),
+                    max_tokens: a.tokens + 1,
+                    ignore_eos: true,
+                    stop: Vec::new(),
+                };
+                let out = engine.generate(req, Some(runs[k].1), |_| {})?;
+                measured[k].add(&out.stats);
             }
-            kv_bytes = out.stats.kv_bytes_peak;
         }
-        let (med, min, max) = stats(&mut tps);
-        // Mean time of one compression event (all layers and heads) per repeat.
-        let events = (!event_ms.is_empty()).then(|| stats(&mut event_ms));
-        // Of which compaction (moving kept slots, freeing blocks): shared by every policy.
-        let compaction = (!compact_ms.is_empty()).then(|| stats(&mut compact_ms));
-        let row = json!({
-            "bench": "decode",
-            "model": model_name,
-            "threads": rayon::current_num_threads(),
-            "kv_dtype": a.kv.kv_dtype,
-            "depth": depth,
-            "tokens": a.tokens,
-            "repeat": a.repeat,
-            "policy": a.kv.kv_policy,
-            "budget": a.kv.kv_budget,
-            "decode_tokens_per_s": summary_json((med, min, max)),
-            "compressions": compressions,
-            "compress_ms_per_event": events.map(summary_json),
-            "compact_ms_per_event": compaction.map(summary_json),
-            "kv_bytes_peak": kv_bytes,
-            "peak_rss_bytes": peak_rss_bytes(),
+        let rows: Vec<serde_json::Value> = runs
+            .iter()
+            .zip(&measured)
+            .map(|((policy, _), m)| {
+                json!({
+                    "bench": "decode",
+                    "model": model_name,
+                    "threads": rayon::current_num_threads(),
+                    "kv_dtype": a.kv.kv_dtype,
+                    "depth": depth,
+                    "tokens": a.tokens,
+                    "repeat": a.repeat,
+                    "policy": policy,
+                    "budget": a.kv.kv_budget,
+                    "decode_tokens_per_s": summary_json(stats(&mut m.tps.clone())),
+                    "compressions": m.compressions,
+                    // Mean time of one compression event (all layers and heads) per repeat.
+                    "compress_ms_per_event": m.events().map(|mut e| summary_json(stats(&mut e))),
+                    // Of which compaction (moving kept slots, freeing blocks): shared by
+                    // every policy.
+                    "compact_ms_per_event": m.compactions().map(|mut c| summary_json(stats(&mut c))),
+                    "kv_bytes_peak": m.kv_bytes,
+                    "peak_rss_bytes": peak_rss_bytes(),
+                })
+            })
+            .collect();
+        // Per repeat, the first policy's figure over the second's (same repeat).
+        let paired = (measured.len() == 2).then(|| {
+            let (x, y) = (&measured[0], &measured[1]);
+            let ratio = |p: &[f64], q: &[f64]| -> Vec<f64> {
+                p.iter().zip(q).map(|(p, q)| p / q).collect()
+            };
+            let speed = stats(&mut ratio(&x.tps, &y.tps));
+            let event = x
+                .events()
+                .zip(y.events())
+                .map(|(p, q)| stats(&mut ratio(&p, &q)));
+            (speed, event)
         });
         if a.json {
-            println!("{row}");
+            for row in &rows {
+                println!("{row}");
+            }
+            if let Some((speed, event)) = paired {
+                let row = json!({
+                    "bench": "decode_paired",
+                    "depth": depth,
+                    "policies": [runs[0].0, runs[1].0],
+                    "decode_speed_ratio": summary_json(speed),
+                    "event_ms_ratio": event.map(summary_json),
+                });
+                println!("{row}");
+            }
         } else {
-            println!(
-                "depth {depth:>6}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {} x {} tokens, kv_bytes_peak {kv_bytes}",
-                a.repeat, a.tokens
-            );
-            if let (Some((m, lo, hi)), Some((cm, clo, chi))) = (events, compaction) {
+            for ((policy, _), m) in runs.iter().zip(&measured) {
+                print_text(depth, policy, m, a.repeat, a.tokens);
+            }
+            if let Some(((sm, slo, shi), event)) = paired {
+                let (p, q) = (&runs[0].0, &runs[1].0);
                 println!(
-                    "              {compressions} compressions, {m:.2} ms per event (min {lo:.2}, max {hi:.2}), \
-                     of which compaction {cm:.2} ms (min {clo:.2}, max {chi:.2})"
+                    "              {p} / {q} per repeat: decode speed {sm:.2} (min {slo:.2}, max {shi:.2})"
                 );
+                if let Some((em, elo, ehi)) = event {
+                    println!(
+                        "              {p} / {q} per repeat: one event {em:.2} (min {elo:.2}, max {ehi:.2})"
+                    );
+                }
             }
         }
     }
@@ -154,4 +193,57 @@ fn decode(a: DecodeArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What the repeats of one policy at one depth measured.
+#[derive(Debug, Clone, Default)]
+struct Measured {
+    /// `[repeats]` decode tokens per second.
+    tps: Vec<f64>,
+    /// `[repeats]` mean milliseconds of one compression event, and of its compaction
+    /// (empty when the policy never compressed).
+    event_ms: Vec<f64>,
+    compact_ms: Vec<f64>,
+    compressions: usize,
+    kv_bytes: usize,
+}
+
+impl Measured {
+    fn add(&mut self, s: &SeqStats) {
+        self.tps.push(s.decode_tokens_per_s());
+        self.compressions = s.compressions;
+        if s.compressions > 0 {
+            self.event_ms.push(s.seconds_per_compression() * 1e3);
+            self.compact_ms
+                .push(s.compact_seconds_per_compression() * 1e3);
+        }
+        self.kv_bytes = s.kv_bytes_peak;
+    }
+
+    /// Event times, when every repeat compressed.
+    fn events(&self) -> Option<Vec<f64>> {
+        (!self.event_ms.is_empty() && self.event_ms.len() == self.tps.len())
+            .then(|| self.event_ms.clone())
+    }
+
+    fn compactions(&self) -> Option<Vec<f64>> {
+        (!self.compact_ms.is_empty() && self.compact_ms.len() == self.tps.len())
+            .then(|| self.compact_ms.clone())
+    }
+}
+
+fn print_text(depth: usize, policy: &str, m: &Measured, repeat: usize, tokens: usize) {
+    let (med, min, max) = stats(&mut m.tps.clone());
+    println!(
+        "depth {depth:>6} {policy}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {repeat} x {tokens} tokens, kv_bytes_peak {}",
+        m.kv_bytes
+    );
+    if let (Some(mut e), Some(mut c)) = (m.events(), m.compactions()) {
+        let ((em, elo, ehi), (cm, clo, chi)) = (stats(&mut e), stats(&mut c));
+        println!(
+            "              {} compressions, {em:.2} ms per event (min {elo:.2}, max {ehi:.2}), \
+             of which compaction {cm:.2} ms (min {clo:.2}, max {chi:.2})",
+            m.compressions
+        );
+    }
 }

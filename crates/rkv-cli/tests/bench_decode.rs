@@ -58,3 +58,65 @@ fn bench_decode_reports_compression_events() {
     assert!(row["compress_ms_per_event"].is_null(), "{row}");
     assert!(row["compact_ms_per_event"].is_null(), "{row}");
 }
+
+#[test]
+fn bench_decode_compares_two_policies_in_one_run() {
+    let model = default_model();
+    let model = model.to_str().expect("utf-8 path");
+    let args = [
+        "bench",
+        "decode",
+        "--model",
+        model,
+        "--kv-policy",
+        "rkv",
+        "--compare-policy",
+        "snapkv",
+        "--kv-budget",
+        "64",
+        "--kv-buffer",
+        "16",
+        "--depths",
+        "0",
+        "--tokens",
+        "100",
+        "--repeat",
+        "2",
+        "--json",
+    ];
+    let (code, out, err) = rkv(&args);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    assert_eq!(rows[0]["policy"], "rkv", "{out}");
+    assert_eq!(rows[1]["policy"], "snapkv", "{out}");
+    for row in &rows[..2] {
+        assert_eq!(row["compressions"], 2, "{row}");
+        assert_eq!(row["repeat"], 2, "{row}");
+    }
+    let paired = &rows[2];
+    assert_eq!(paired["bench"], "decode_paired", "{paired}");
+    assert_eq!(paired["policies"], serde_json::json!(["rkv", "snapkv"]));
+    for key in ["decode_speed_ratio", "event_ms_ratio"] {
+        let r = &paired[key];
+        let (med, min, max) = (
+            r["median"].as_f64().unwrap_or(-1.0),
+            r["min"].as_f64().unwrap_or(-1.0),
+            r["max"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(min > 0.0 && min <= med && med <= max, "{key}: {paired}");
+    }
+    // An unknown policy to compare with is refused before anything runs.
+    let mut bad = args;
+    bad[7] = "bogus";
+    let (code, out, err) = rkv(&bad);
+    assert_ne!(code, 0);
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("--compare-policy") && err.contains("bogus"),
+        "{err}"
+    );
+}
