@@ -22,8 +22,9 @@ if [ -n "${LLAMACPP_PY:-}" ]; then
   "$LLAMACPP_PY" ../shared/reference/llamacpp_bench.py --model "$MODEL" --depths 0,512,4096,8000 \
     --gen 128 --reps 3 --threads 2 --no-extra-bufts > "$OUT/llamacpp.txt"
 fi
-run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --kv-budget 1024 --depths 4096,8000 --tokens 128 --repeat 3 --json
-# R-KV against SnapKV in one run each: repeats alternate the two policies on one engine.
+run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy full --kv-budget 1024 --depths 4096,8000 --tokens 128 --repeat 3 --json
+# R-KV against SnapKV in one run each (as R-KV against FullKV above): repeats alternate the
+# two policies on one engine.
 run gen4096_512 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
 run event_1024 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy snapkv --kv-budget 1024 --depths 0 --tokens 2048 --repeat 5 --json
 # One compression event of one KV head in rkv-core (criterion; per-sample times copied here).

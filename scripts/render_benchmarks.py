@@ -49,6 +49,10 @@ def criterion_compress():
     return out
 
 
+def policy_name(p):
+    return {"rkv": "R-KV", "snapkv": "SnapKV", "h2o": "H2O", "streamingllm": "StreamingLLM", "full": "FullKV"}.get(p, p)
+
+
 def llamacpp():
     out = {}
     for line in text("llamacpp.txt").splitlines():
@@ -100,62 +104,72 @@ def main():
         rss = max((r.get("peak_rss_bytes") or 0) for r in full)
         out += ["", f"Peak RSS of the run: {rss / 2**20:.0f} MiB.", ""]
 
-    cmd_r, rkv = load("decode_rkv1024")
-    if rkv and full:
-        by_depth = {r["depth"]: r for r in full}
+    cmd_r, rows = load("decode_rkv1024")
+    rkv = [r for r in rows if r.get("bench") == "decode" and r.get("policy") == "rkv"]
+    same_run = {r["depth"]: r for r in rows if r.get("bench") == "decode" and r.get("policy") == "full"}
+    paired = {r["depth"]: r for r in rows if r.get("bench") == "decode_paired"}
+    # FullKV from the same run (repeats alternating with R-KV's) where it was measured there.
+    by_depth = same_run or {r["depth"]: r for r in full}
+    if rkv and by_depth:
+        source = ("FullKV measured in the same run, the repeats alternating the two policies"
+                  if same_run else "FullKV rows from the table above, an earlier run of the same session")
         out += ["## Bounded cache at depth: R-KV (budget 1024, buffer 128) against FullKV", "",
-                f"Command: `{cmd_r}` (FullKV rows from the table above, an earlier run of the same session). "
+                f"Command: `{cmd_r}` ({source}). "
                 "The KV bytes peak of both includes the whole prompt, which is appended at once before its "
                 "first compression (DESIGN.md §2); while decoding, R-KV holds at most budget + buffer slots "
                 "per layer and head, so attention cost stays flat.", "",
-                "| depth | R-KV tok/s | FullKV tok/s | R-KV / FullKV | R-KV KV bytes peak | FullKV KV bytes peak |",
-                "|---|---|---|---|---|---|"]
+                "| depth | R-KV tok/s | FullKV tok/s | R-KV / FullKV (medians) | per repeat | R-KV KV bytes peak | FullKV KV bytes peak |",
+                "|---|---|---|---|---|---|---|"]
         for r in rkv:
             f = by_depth.get(r["depth"])
             if not f:
                 continue
             ratio = r["decode_tokens_per_s"]["median"] / f["decode_tokens_per_s"]["median"]
+            pr = paired.get(r["depth"])
+            per = fmt(pr["decode_speed_ratio"], 2) if pr else "-"
             out.append(f"| {r['depth']} | {fmt(r['decode_tokens_per_s'])} | {fmt(f['decode_tokens_per_s'])} | "
-                       f"{ratio:.2f} | {r['kv_bytes_peak']} | {f['kv_bytes_peak']} |")
+                       f"{ratio:.2f} | {per} | {r['kv_bytes_peak']} | {f['kv_bytes_peak']} |")
         out.append("")
 
-    gens = [(n, *load(n)) for n in ("gen4096_rkv512", "gen4096_snapkv512")]
-    gens = [(n, c, rows[0]) for n, c, rows in gens if rows]
+    c, rows = load("gen4096_512")
+    gens = [r for r in rows if r.get("bench") == "decode"]
+    paired = next((r for r in rows if r.get("bench") == "decode_paired"), None)
     if gens:
-        out += ["## A 4096-token generation (budget 512 for the compressing policies)", ""]
-        for n, c, _ in gens:
-            out.append(f"- `{c}`")
-        out += ["", "Decode time includes every compression (the step that compresses is charged for it).", "",
-                "| run | decode tok/s | KV bytes peak | compressions | ms per compression event |", "|---|---|---|---|---|"]
-        for n, c, r in gens:
+        out += ["## A 4096-token generation (budget 512 for the compressing policies)", "",
+                f"- `{c}`", "",
+                "Decode time includes every compression (the step that compresses is charged for it). "
+                "The repeats alternate the policies on one engine.", "",
+                "| policy | decode tok/s | KV bytes peak | compressions | ms per compression event |", "|---|---|---|---|---|"]
+        for r in gens:
             ev = r.get("compress_ms_per_event")
-            out.append(f"| {n} | {fmt(r['decode_tokens_per_s'])} | {r['kv_bytes_peak']} | {r.get('compressions', '-')} | "
+            out.append(f"| {r['policy']} | {fmt(r['decode_tokens_per_s'])} | {r['kv_bytes_peak']} | {r.get('compressions', '-')} | "
                        f"{fmt(ev, 2) if ev else '-'} |")
-        med = {n: r["decode_tokens_per_s"]["median"] for n, _, r in gens}
-        if "gen4096_rkv512" in med and "gen4096_snapkv512" in med:
-            out += ["", f"R-KV / SnapKV decode speed: {med['gen4096_rkv512'] / med['gen4096_snapkv512']:.2f}."]
+        if paired:
+            p, q = paired["policies"]
+            out += ["", f"{policy_name(p)} / {policy_name(q)} decode speed, per repeat: {fmt(paired['decode_speed_ratio'], 2)}."]
         out.append("")
 
-    events = [(n, *load(n)) for n in ("event_rkv1024", "event_snapkv1024")]
-    events = [(n, c, rows[0]) for n, c, rows in events if rows and rows[0].get("compress_ms_per_event")]
+    c, rows = load("event_1024")
+    events = [r for r in rows if r.get("bench") == "decode" and r.get("compress_ms_per_event")]
+    paired = next((r for r in rows if r.get("bench") == "decode_paired"), None)
     if len(events) == 2:
         out += ["## One compression event in the engine (budget 1024)", "",
                 "Wall time of one compression of the whole sequence (30 layers x 3 KV heads of the default model, "
                 "scored on 2 threads, then compacted), mean per event of each 2048-token generation, median "
-                "(min-max) over the repeats:", ""]
-        for n, c, _ in events:
-            out.append(f"- `{c}`")
-        out += ["", "| policy | compressions | ms per event | of which compaction ms |", "|---|---|---|---|"]
-        for n, c, r in events:
+                "(min-max) over the repeats, which alternate the two policies on one engine:", "",
+                f"- `{c}`", "",
+                "| policy | compressions | ms per event | of which compaction ms |", "|---|---|---|---|"]
+        for r in events:
             comp = r.get("compact_ms_per_event")
-            out.append(f"| {n.split('_')[1].replace('1024', '')} | {r['compressions']} | "
+            out.append(f"| {r['policy']} | {r['compressions']} | "
                        f"{fmt(r['compress_ms_per_event'], 2)} | {fmt(comp, 2) if comp else '-'} |")
-        rk, sn = events[0][2]["compress_ms_per_event"], events[1][2]["compress_ms_per_event"]
-        out += ["", f"R-KV / SnapKV, one event: {rk['median'] / sn['median']:.2f} (medians); "
-                f"{rk['min'] / sn['min']:.2f} by the fastest repeat of each (on this shared machine "
-                "the compaction of a whole repeat at times takes several times its usual 2 ms, for "
-                "either policy; noise only adds time)."]
-        rc, sc = events[0][2].get("compact_ms_per_event"), events[1][2].get("compact_ms_per_event")
+        (rk, rc), (sn, sc) = [(r["compress_ms_per_event"], r.get("compact_ms_per_event")) for r in events]
+        names = [policy_name(r["policy"]) for r in events]
+        line = f"{names[0]} / {names[1]}, one event: {rk['median'] / sn['median']:.2f} (medians)"
+        if paired and paired.get("event_ms_ratio"):
+            line += f"; per repeat {fmt(paired['event_ms_ratio'], 2)}"
+        out += ["", line + " (on this shared machine the compaction of a whole repeat at times takes several times its "
+                "usual 2 ms, for either policy; noise only adds time)."]
         if rc and sc:
             # Scoring and selection alone (the event less its compaction), medians.
             rs, ss = rk["median"] - rc["median"], sn["median"] - sc["median"]
