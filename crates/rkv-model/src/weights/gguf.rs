@@ -5,7 +5,7 @@
 //! Must not know: the maths of the layers.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -21,8 +21,35 @@ use crate::rope::RopeConfig;
 pub struct GgufSource {
     path: PathBuf,
     content: Content,
-    reader: BufReader<File>,
+    reader: BufReader<Tracked>,
     mode: WeightMode,
+}
+
+/// A file that knows its own position: candle's GGUF parser asks for the position at every
+/// string (tens of thousands in a vocabulary), and `File` answers each with a system call.
+struct Tracked {
+    file: File,
+    /// Offset of the next byte `read` returns.
+    pos: u64,
+}
+
+impl Read for Tracked {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for Tracked {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.file.seek(to)?;
+        Ok(self.pos)
+    }
+
+    fn stream_position(&mut self) -> std::io::Result<u64> {
+        Ok(self.pos)
+    }
 }
 
 impl GgufSource {
@@ -34,7 +61,7 @@ impl GgufSource {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut reader = BufReader::new(file);
+        let mut reader = BufReader::new(Tracked { file, pos: 0 });
         let content = Content::read(&mut reader).map_err(|e| {
             let reason = candle_message(&e);
             match reason.strip_prefix("unknown dtype for tensor ") {
@@ -276,4 +303,54 @@ impl GgufSource {
         }
         Ok(v)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// The tracked position is the file's own through reads and seeks of every kind, seen
+    /// through a small buffer as the parser sees it.
+    #[test]
+    fn tracked_position_follows_the_file() {
+        let mut tmp = tempfile::NamedTempFile::new().expect("temp file");
+        let bytes: Vec<u8> = (0..200u8).collect();
+        tmp.write_all(&bytes).expect("write");
+        let open = || File::open(tmp.path()).expect("open");
+        let mut ours = BufReader::with_capacity(
+            7,
+            Tracked {
+                file: open(),
+                pos: 0,
+            },
+        );
+        let mut plain = BufReader::with_capacity(7, open());
+        let steps = [
+            SeekFrom::Current(0),
+            SeekFrom::Start(50),
+            SeekFrom::Current(-3),
+            SeekFrom::End(-10),
+            SeekFrom::Start(5),
+        ];
+        let mut buf = [0u8; 11];
+        for step in steps {
+            for r in [&mut ours as &mut dyn ReadSeek, &mut plain] {
+                r.seek(step).expect("seek");
+            }
+            for n in [3, 11, 1] {
+                let a = ours.read(&mut buf[..n]).expect("read");
+                let got = buf[..a].to_vec();
+                let b = plain.read(&mut buf[..n]).expect("read");
+                assert_eq!((a, got), (b, buf[..b].to_vec()));
+                assert_eq!(
+                    ours.stream_position().expect("position"),
+                    plain.stream_position().expect("position")
+                );
+            }
+        }
+    }
+
+    trait ReadSeek: Read + Seek {}
+    impl<T: Read + Seek> ReadSeek for T {}
 }
