@@ -49,6 +49,12 @@ def criterion_compress():
     return out
 
 
+def by_kind(rows):
+    """A paired run's rows: the per-policy `decode` rows and the `decode_paired` rows."""
+    return ([r for r in rows if r.get("bench") == "decode"],
+            [r for r in rows if r.get("bench") == "decode_paired"])
+
+
 def policy_name(p):
     return {"rkv": "R-KV", "snapkv": "SnapKV", "h2o": "H2O", "streamingllm": "StreamingLLM", "full": "FullKV"}.get(p, p)
 
@@ -105,9 +111,10 @@ def main():
         out += ["", f"Peak RSS of the run: {rss / 2**20:.0f} MiB.", ""]
 
     cmd_r, rows = load("decode_rkv1024")
-    rkv = [r for r in rows if r.get("bench") == "decode" and r.get("policy") == "rkv"]
-    same_run = {r["depth"]: r for r in rows if r.get("bench") == "decode" and r.get("policy") == "full"}
-    paired = {r["depth"]: r for r in rows if r.get("bench") == "decode_paired"}
+    decode, pairs = by_kind(rows)
+    rkv = [r for r in decode if r.get("policy") == "rkv"]
+    same_run = {r["depth"]: r for r in decode if r.get("policy") == "full"}
+    paired = {r["depth"]: r for r in pairs}
     # FullKV from the same run (repeats alternating with R-KV's) where it was measured there.
     by_depth = same_run or {r["depth"]: r for r in full}
     if rkv and by_depth:
@@ -132,8 +139,8 @@ def main():
         out.append("")
 
     c, rows = load("gen4096_512")
-    gens = [r for r in rows if r.get("bench") == "decode"]
-    paired = next((r for r in rows if r.get("bench") == "decode_paired"), None)
+    gens, pairs = by_kind(rows)
+    paired = pairs[0] if pairs else None
     if gens:
         out += ["## A 4096-token generation (budget 512 for the compressing policies)", "",
                 f"- `{c}`", "",
@@ -150,8 +157,9 @@ def main():
         out.append("")
 
     c, rows = load("event_1024")
-    events = [r for r in rows if r.get("bench") == "decode" and r.get("compress_ms_per_event")]
-    paired = next((r for r in rows if r.get("bench") == "decode_paired"), None)
+    decode, pairs = by_kind(rows)
+    events = [r for r in decode if r.get("compress_ms_per_event")]
+    paired = pairs[0] if pairs else None
     if len(events) == 2:
         out += ["## One compression event in the engine (budget 1024)", "",
                 "Wall time of one compression of the whole sequence (30 layers x 3 KV heads of the default model, "

@@ -50,7 +50,9 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     }
 }
 
-fn stats(xs: &mut [f64]) -> (f64, f64, f64) {
+/// Median, min and max of `xs` (non-empty).
+fn stats(xs: &[f64]) -> (f64, f64, f64) {
+    let mut xs = xs.to_vec();
     xs.sort_by(|a, b| a.total_cmp(b));
     let n = xs.len();
     let med = if n % 2 == 1 {
@@ -131,13 +133,13 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     "repeat": a.repeat,
                     "policy": policy,
                     "budget": a.kv.kv_budget,
-                    "decode_tokens_per_s": summary_json(stats(&mut m.tps.clone())),
+                    "decode_tokens_per_s": summary_json(stats(&m.tps)),
                     "compressions": m.compressions,
                     // Mean time of one compression event (all layers and heads) per repeat.
-                    "compress_ms_per_event": m.events().map(|mut e| summary_json(stats(&mut e))),
+                    "compress_ms_per_event": m.events().map(|e| summary_json(stats(e))),
                     // Of which compaction (moving kept slots, freeing blocks): shared by
                     // every policy.
-                    "compact_ms_per_event": m.compactions().map(|mut c| summary_json(stats(&mut c))),
+                    "compact_ms_per_event": m.compactions().map(|c| summary_json(stats(c))),
                     "kv_bytes_peak": m.kv_bytes,
                     "peak_rss_bytes": peak_rss_bytes(),
                 })
@@ -149,11 +151,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
             let ratio = |p: &[f64], q: &[f64]| -> Vec<f64> {
                 p.iter().zip(q).map(|(p, q)| p / q).collect()
             };
-            let speed = stats(&mut ratio(&x.tps, &y.tps));
-            let event = x
-                .events()
-                .zip(y.events())
-                .map(|(p, q)| stats(&mut ratio(&p, &q)));
+            let speed = stats(&ratio(&x.tps, &y.tps));
+            let event = x.events().zip(y.events()).map(|(p, q)| stats(&ratio(p, q)));
             (speed, event)
         });
         if a.json {
@@ -221,25 +220,28 @@ impl Measured {
     }
 
     /// Event times, when every repeat compressed.
-    fn events(&self) -> Option<Vec<f64>> {
-        (!self.event_ms.is_empty() && self.event_ms.len() == self.tps.len())
-            .then(|| self.event_ms.clone())
+    fn events(&self) -> Option<&[f64]> {
+        self.every_repeat(&self.event_ms)
     }
 
-    fn compactions(&self) -> Option<Vec<f64>> {
-        (!self.compact_ms.is_empty() && self.compact_ms.len() == self.tps.len())
-            .then(|| self.compact_ms.clone())
+    /// Compaction times, when every repeat compressed.
+    fn compactions(&self) -> Option<&[f64]> {
+        self.every_repeat(&self.compact_ms)
+    }
+
+    fn every_repeat<'m>(&self, xs: &'m [f64]) -> Option<&'m [f64]> {
+        (!xs.is_empty() && xs.len() == self.tps.len()).then_some(xs)
     }
 }
 
 fn print_text(depth: usize, policy: &str, m: &Measured, repeat: usize, tokens: usize) {
-    let (med, min, max) = stats(&mut m.tps.clone());
+    let (med, min, max) = stats(&m.tps);
     println!(
         "depth {depth:>6} {policy}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {repeat} x {tokens} tokens, kv_bytes_peak {}",
         m.kv_bytes
     );
-    if let (Some(mut e), Some(mut c)) = (m.events(), m.compactions()) {
-        let ((em, elo, ehi), (cm, clo, chi)) = (stats(&mut e), stats(&mut c));
+    if let (Some(e), Some(c)) = (m.events(), m.compactions()) {
+        let ((em, elo, ehi), (cm, clo, chi)) = (stats(e), stats(c));
         println!(
             "              {} compressions, {em:.2} ms per event (min {elo:.2}, max {ehi:.2}), \
              of which compaction {cm:.2} ms (min {clo:.2}, max {chi:.2})",

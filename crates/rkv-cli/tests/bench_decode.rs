@@ -5,11 +5,9 @@ mod common;
 
 use common::{default_model, rkv};
 
-#[test]
-fn bench_decode_reports_compression_events() {
-    let model = default_model();
-    let model = model.to_str().expect("utf-8 path");
-    let (code, out, err) = rkv(&[
+/// R-KV at budget 64, buffer 16, over 100 tokens, twice, as JSON, then `extra`.
+fn small_rkv_run<'a>(model: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "bench",
         "decode",
         "--model",
@@ -27,18 +25,35 @@ fn bench_decode_reports_compression_events() {
         "--repeat",
         "2",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Every line of `out` as JSON.
+fn json_rows(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// `(median, min, max)` of a summary object (-1 where a field is missing).
+fn summary(v: &serde_json::Value) -> (f64, f64, f64) {
+    let f = |k: &str| v[k].as_f64().unwrap_or(-1.0);
+    (f("median"), f("min"), f("max"))
+}
+
+#[test]
+fn bench_decode_reports_compression_events() {
+    let model = default_model();
+    let model = model.to_str().expect("utf-8 path");
+    let (code, out, err) = rkv(&small_rkv_run(model, &[]));
     assert_eq!(code, 0, "{err}");
-    let row: serde_json::Value = serde_json::from_str(out.lines().next().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
+    let rows = json_rows(&out);
+    let row = rows.first().unwrap_or_else(|| panic!("no rows: {out}"));
     // 101 slots after the last token: first compression at 80, then every 16.
     assert_eq!(row["compressions"], 2, "{row}");
-    let ev = &row["compress_ms_per_event"];
-    let (med, min, max) = (
-        ev["median"].as_f64().unwrap_or(-1.0),
-        ev["min"].as_f64().unwrap_or(-1.0),
-        ev["max"].as_f64().unwrap_or(-1.0),
-    );
+    let (med, min, max) = summary(&row["compress_ms_per_event"]);
     assert!(min > 0.0 && min <= med && med <= max, "{row}");
     // Compaction is a part of each event.
     let compact = row["compact_ms_per_event"]["median"]
@@ -52,8 +67,8 @@ fn bench_decode_reports_compression_events() {
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
-    let row: serde_json::Value =
-        serde_json::from_str(out.lines().next().unwrap_or_default()).expect("JSON");
+    let rows = json_rows(&out);
+    let row = rows.first().unwrap_or_else(|| panic!("no rows: {out}"));
     assert_eq!(row["compressions"], 0, "{row}");
     assert!(row["compress_ms_per_event"].is_null(), "{row}");
     assert!(row["compact_ms_per_event"].is_null(), "{row}");
@@ -63,33 +78,10 @@ fn bench_decode_reports_compression_events() {
 fn bench_decode_compares_two_policies_in_one_run() {
     let model = default_model();
     let model = model.to_str().expect("utf-8 path");
-    let args = [
-        "bench",
-        "decode",
-        "--model",
-        model,
-        "--kv-policy",
-        "rkv",
-        "--compare-policy",
-        "snapkv",
-        "--kv-budget",
-        "64",
-        "--kv-buffer",
-        "16",
-        "--depths",
-        "0",
-        "--tokens",
-        "100",
-        "--repeat",
-        "2",
-        "--json",
-    ];
+    let args = small_rkv_run(model, &["--compare-policy", "snapkv"]);
     let (code, out, err) = rkv(&args);
     assert_eq!(code, 0, "{err}");
-    let rows: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let rows = json_rows(&out);
     assert_eq!(rows.len(), 3, "{out}");
     assert_eq!(rows[0]["policy"], "rkv", "{out}");
     assert_eq!(rows[1]["policy"], "snapkv", "{out}");
@@ -101,18 +93,11 @@ fn bench_decode_compares_two_policies_in_one_run() {
     assert_eq!(paired["bench"], "decode_paired", "{paired}");
     assert_eq!(paired["policies"], serde_json::json!(["rkv", "snapkv"]));
     for key in ["decode_speed_ratio", "event_ms_ratio"] {
-        let r = &paired[key];
-        let (med, min, max) = (
-            r["median"].as_f64().unwrap_or(-1.0),
-            r["min"].as_f64().unwrap_or(-1.0),
-            r["max"].as_f64().unwrap_or(-1.0),
-        );
+        let (med, min, max) = summary(&paired[key]);
         assert!(min > 0.0 && min <= med && med <= max, "{key}: {paired}");
     }
     // An unknown policy to compare with is refused before anything runs.
-    let mut bad = args;
-    bad[7] = "bogus";
-    let (code, out, err) = rkv(&bad);
+    let (code, out, err) = rkv(&small_rkv_run(model, &["--compare-policy", "bogus"]));
     assert_ne!(code, 0);
     assert!(out.is_empty(), "{out}");
     assert!(

@@ -425,8 +425,8 @@ impl FastRedundancy<'_> {
     /// evicted slots.
     pub fn commit(&self, kept: &[usize], state: &mut HeadState) -> Result<(), PolicyError> {
         let len = self.latest.len();
-        // `new_index[len]` answers for `NO_MATCH` (clamped to `len`): still no match.
         check_kept(kept, len)?;
+        // `new_index[len]` answers for `NO_MATCH` (clamped to `len`): still no match.
         let mut new_index = vec![NO_MATCH; len + 1];
         for (a, &i) in kept.iter().enumerate() {
             new_index[i] = a as u32;
