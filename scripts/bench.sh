@@ -34,6 +34,8 @@ for f in "${CARGO_TARGET_DIR:-target}"/criterion/compress/{rkv_fast,rkv_paged,sn
   id=$(basename "$(dirname "$(dirname "$f")")"); pol=$(basename "$(dirname "$(dirname "$(dirname "$f")")")")
   cp "$f" "$OUT/compress/${pol}_${id}.json"
 done
+# The same events as ratios per round (R-KV flat, R-KV paged and SnapKV alternating).
+run compress_paired cargo bench -p rkv-core --bench compress_paired -- --json
 run fidelity $RKV eval fidelity --threads 2 --traces ../shared/data/traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl \
   --limit 10 --max-tokens 2000 --budgets 128,256,512 --policies rkv,snapkv,h2o,streamingllm --json --plot BENCHMARKS-fidelity.svg
 lscpu | grep -E "Model name|^CPU\(s\)" > "$OUT/machine.txt"

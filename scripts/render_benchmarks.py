@@ -203,6 +203,20 @@ def main():
                 out.append(f"| {b} | {d} | {fmt(v['rkv_fast'])} | {fmt(paged) if paged else '-'} | "
                            f"{fmt(v['snapkv'])} | {v['rkv_fast']['median'] / sn:.2f} | {paged_ratio} |")
         out.append("")
+    cmd_p, paired = load("compress_paired")
+    if paired:
+        r0 = paired[0]
+        out += ([] if core else ["## One compression event of one KV head in rkv-core", ""]) + [
+                f"The same events paired: `{cmd_p}`. Each of {r0['rounds']} rounds runs a batch of events "
+                "of each variant (the order rotating from round to round) and gives its own ratios, so noise "
+                "that outlasts a round weighs on all three; microseconds per event and ratios per round, "
+                "median (min-max) over the rounds:", "",
+                "| budget | head_dim | R-KV flat us | R-KV paged us | SnapKV us | flat / SnapKV | paged / SnapKV |",
+                "|---|---|---|---|---|---|---|"]
+        for r in paired:
+            out.append(f"| {r['budget']} | {r['head_dim']} | {fmt(r['rkv_flat_us'])} | {fmt(r['rkv_paged_us'])} | "
+                       f"{fmt(r['snapkv_us'])} | {fmt(r['flat_ratio'], 2)} | {fmt(r['paged_ratio'], 2)} |")
+        out.append("")
 
     cmd_f, fid = load("fidelity")
     summary = next((r["summary"] for r in fid if "summary" in r), None)

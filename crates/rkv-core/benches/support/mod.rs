@@ -1,8 +1,8 @@
-//! The cache the `compress` bench (and the ignored timing test `tests/compress_timing.rs`)
-//! compresses: one KV head at `L = budget + buffer` (buffer 128, window 8, GQA group 4)
-//! whose first `budget` slots survived a previous R-KV compression. Keys are rounded to
-//! f16, as the engine stores them, so that the same cache can be read as flat f32 keys or
-//! as f16 keys in the engine's runs of 32 rows (identical values, identical results).
+//! The cache the `compress` and `compress_paired` benches compress: one KV head at
+//! `L = budget + buffer` (buffer 128, window 8, GQA group 4) whose first `budget` slots
+//! survived a previous R-KV compression. Keys are rounded to f16, as the engine stores
+//! them, so that the same cache can be read as flat f32 keys or as f16 keys in the
+//! engine's runs of 32 rows (identical values, identical results).
 
 use half::f16;
 use rand::rngs::StdRng;
@@ -53,11 +53,9 @@ fn keys(
 pub struct Setup {
     pub cfg: CompressionConfig,
     pub dim: usize,
-    pub keys: Vec<f32>, // [L, d]
-    // The bench reads these; `tests/compress_timing.rs`, which shares this module, does not.
-    #[allow(dead_code)]
+    pub keys: Vec<f32>,       // [L, d]
     pub paged: Vec<Vec<f16>>, // [L / RUN, RUN * d] the same keys in runs
-    pub logits: Vec<f32>, // [g, w, L - w]
+    pub logits: Vec<f32>,     // [g, w, L - w]
     pub state: HeadState,
 }
 
@@ -117,13 +115,11 @@ impl Setup {
     }
 
     /// The runs of [`Setup::paged`], for [`Setup::obs_paged`].
-    #[allow(dead_code)]
     pub fn runs(&self) -> Vec<&[f16]> {
         self.paged.iter().map(Vec::as_slice).collect()
     }
 
     /// The observation with the keys read from `runs` (f16, in place).
-    #[allow(dead_code)]
     pub fn obs_paged<'a>(&'a self, runs: &'a [&'a [f16]]) -> HeadObservation<'a> {
         let len = self.keys.len() / self.dim;
         let rows = Rows::runs(runs, RUN, len, self.dim).expect("runs cover the cache");
