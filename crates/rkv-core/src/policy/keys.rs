@@ -28,6 +28,9 @@ pub(crate) use each_rows;
 
 /// An element of a key row: f32, or f16 widened exactly.
 pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
+    /// Zero.
+    const ZERO: Self;
+
     /// The value as f32 (exact).
     fn widen(self) -> f32;
 
@@ -41,15 +44,29 @@ pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
     unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
 
-    /// The first `n < 16` elements at `p`, widened, the other lanes zero.
+    /// Eight consecutive elements at `p`, widened.
+    ///
+    /// # Safety
+    /// The target must have AVX-512F and `p` must point to 8 readable elements.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+
+    /// The first `n < 8` elements at `p`, widened, the other lanes zero.
     ///
     /// # Safety
     /// The target must have AVX-512F and `p` must point to `n` readable elements.
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    unsafe fn load_first(p: *const Self, n: usize) -> std::arch::x86_64::__m512;
+    #[inline(always)]
+    unsafe fn load8_first(p: *const Self, n: usize) -> std::arch::x86_64::__m256 {
+        let mut tail = [Self::ZERO; 8];
+        std::ptr::copy_nonoverlapping(p, tail.as_mut_ptr(), n);
+        Self::load8(tail.as_ptr())
+    }
 }
 
 impl KeyElem for f32 {
+    const ZERO: f32 = 0.0;
+
     #[inline(always)]
     fn widen(self) -> f32 {
         self
@@ -69,12 +86,14 @@ impl KeyElem for f32 {
 
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
     #[inline(always)]
-    unsafe fn load_first(p: *const f32, n: usize) -> std::arch::x86_64::__m512 {
-        std::arch::x86_64::_mm512_maskz_loadu_ps((1u16 << n) - 1, p)
+    unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
+        std::arch::x86_64::_mm256_loadu_ps(p)
     }
 }
 
 impl KeyElem for f16 {
+    const ZERO: f16 = f16::ZERO;
+
     #[inline(always)]
     fn widen(self) -> f32 {
         self.to_f32()
@@ -96,10 +115,9 @@ impl KeyElem for f16 {
 
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
     #[inline(always)]
-    unsafe fn load_first(p: *const f16, n: usize) -> std::arch::x86_64::__m512 {
-        let mut tail = [f16::ZERO; 16];
-        std::ptr::copy_nonoverlapping(p, tail.as_mut_ptr(), n);
-        Self::load16(tail.as_ptr())
+    unsafe fn load8(p: *const f16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
     }
 }
 

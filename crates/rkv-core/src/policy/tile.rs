@@ -4,14 +4,15 @@
 //! short run of candidates (the new slots); also the new rows' inverse norms, 16 rows at
 //! a time through the same reduction.
 //!
-//! Owns: the tile's 16 dot products in [`super::dot`]'s order (lane `l` accumulates
-//! elements `l, l + 16, ...` by fused multiply-add, the tail as a masked partial block;
-//! the tree 16 -> 8 -> 4 -> 2 -> 1 run on all 16 registers at once, pairing the same
-//! lanes at every level, so each product is bit-identical to its own
-//! [`super::dot::dot`]), the entries `S[i][j] = dot * (inv_i * inv_j)` of
-//! [`CosineRows::entry_from_dot`], and the resolution of two tiles (16 rows, one lane
-//! each) at once without branching on the data: hits are selected by mask, the rows
-//! still pending are packed down, the hits listed.
+//! Owns: the tile's 16 dot products in [`super::dot`]'s order (lane `l` of a 256-bit
+//! register accumulates elements `l, l + 8, ...` by fused multiply-add, the tail as a
+//! partial block; the tree 8 -> 4 -> 2 -> 1 run on all 16 registers at once, pairing the
+//! same lanes at every level, so each product is bit-identical to its own
+//! [`super::dot::dot`]; see there for why 256 bits), the entries
+//! `S[i][j] = dot * (inv_i * inv_j)` of [`CosineRows::entry_from_dot`], and the
+//! resolution of two tiles (16 rows, one lane each) at once without branching on the
+//! data: hits are selected by mask, the rows still pending are packed down, the hits
+//! listed.
 //!
 //! Must not know: what the rows mean beyond the entry function, column sums, selection.
 //! Only built where the target has AVX-512F; the callers keep their portable loops.
@@ -27,8 +28,11 @@ const ROWS: usize = 8;
 /// Rows resolved together: two tiles.
 const STEP: usize = 2 * ROWS;
 
-/// f32 lanes of a register (and the fixed order's lane count).
+/// f32 lanes of a 512-bit register: rows resolved (or normalised) at once.
 const LANES: usize = 16;
+
+/// The fixed order's lane count: f32 lanes of the 256-bit accumulators.
+const W: usize = 8;
 
 /// For each row `i` of `pending` (each below the candidates), the largest candidate `j`
 /// of `top - count..top` with `S[i][j] > threshold` goes to `latest[i]`, its entry to
@@ -241,12 +245,21 @@ pub(super) unsafe fn pack_ps(dst: *mut f32, mask: __mmask16, v: __m512) {
 
 /// The permutations taking two tiles' lanes to row order: row `r`'s products with the
 /// first and the second vector in lane `r` (rows 8.. from the second tile, index bit 4).
+/// In a tile, row `r`'s product with vector `c` is in lane `8 (r / 4) + 4 c + r % 4`
+/// ([`reduce8`]).
 #[inline(always)]
 unsafe fn pair_lanes16() -> (__m512i, __m512i) {
     (
-        _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27),
-        _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31),
+        _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27),
+        _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31),
     )
+}
+
+/// Where [`reduce8`] leaves register `q`'s sum, back to order `q`: lane `q` of the
+/// permuted result.
+#[inline(always)]
+unsafe fn reduced_order() -> __m512i {
+    _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15)
 }
 
 /// Inverse norms `1 / (||k|| + 1e-8)` of rows `start..end`, 16 rows at a time (each
@@ -266,32 +279,31 @@ pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
 ) -> usize {
     let d = rows.dim();
     let groups = end.saturating_sub(start) / LANES;
-    let full = d - d % LANES;
-    // Register `q = 4t + b` of the reduction ends in lane `4b + t`: back to row order.
-    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let full = d - d % W;
+    let order = reduced_order();
     let (one, eps) = (_mm512_set1_ps(1.0), _mm512_set1_ps(1e-8));
     let mut lanes = [0.0f32; LANES];
     for g in 0..groups {
         let i0 = start + g * LANES;
         prefetch(i0);
         let r: [*const E; LANES] = rows.ptrs_at(|k| i0 + k);
-        let mut acc = [_mm512_setzero_ps(); LANES];
+        let mut acc = [_mm256_setzero_ps(); LANES];
         let mut c = 0;
         while c < full {
             for (a, p) in acc.iter_mut().zip(r) {
-                let x = E::load16(p.add(c));
-                *a = _mm512_fmadd_ps(x, x, *a);
+                let x = E::load8(p.add(c));
+                *a = _mm256_fmadd_ps(x, x, *a);
             }
-            c += LANES;
+            c += W;
         }
         if full < d {
-            let mask: __mmask16 = (1 << (d - full)) - 1;
+            let live = super::dot::tail_lanes(d - full);
             for (a, p) in acc.iter_mut().zip(r) {
-                let x = E::load_first(p.add(c), d - full);
-                *a = _mm512_mask3_fmadd_ps(x, x, *a, mask);
+                let x = E::load8_first(p.add(c), d - full);
+                *a = _mm256_blendv_ps(*a, _mm256_fmadd_ps(x, x, *a), live);
             }
         }
-        let sq = _mm512_permutexvar_ps(order, reduce16(acc));
+        let sq = _mm512_permutexvar_ps(order, reduce8(acc));
         let inv = _mm512_div_ps(one, _mm512_add_ps(_mm512_sqrt_ps(sq), eps));
         _mm512_storeu_ps(lanes.as_mut_ptr(), inv);
         out.extend_from_slice(&lanes);
@@ -300,8 +312,9 @@ pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
 }
 
 /// The 16 dot products of rows `r` (8, `d` elements each) with `c0` and `c1` (f32, at
-/// least `d` rounded up to a multiple of 16 long): lane `4b + t` holds the product of
-/// `q = 4t + b = 2 * row + c`. The tail is the kernel's masked partial block.
+/// least `d` rounded up to a multiple of 8 long, zero-padded): row `r`'s product with
+/// `c0` is register `q = 2r`, with `c1` register `2r + 1`, and ends in [`reduce8`]'s lane
+/// for `q`. The tail is the order's partial block.
 #[inline(always)]
 unsafe fn tile<E: KeyElem>(
     r: [*const E; ROWS],
@@ -309,64 +322,67 @@ unsafe fn tile<E: KeyElem>(
     c1: *const f32,
     d: usize,
 ) -> __m512 {
-    let mut acc = [_mm512_setzero_ps(); 2 * ROWS];
-    let full = d - d % LANES;
+    let mut acc = [_mm256_setzero_ps(); 2 * ROWS];
+    let full = d - d % W;
     let mut c = 0;
     while c < full {
-        let (v0, v1) = (_mm512_loadu_ps(c0.add(c)), _mm512_loadu_ps(c1.add(c)));
+        let (v0, v1) = (_mm256_loadu_ps(c0.add(c)), _mm256_loadu_ps(c1.add(c)));
         for (k, p) in r.iter().enumerate() {
-            let x = E::load16(p.add(c));
-            acc[2 * k] = _mm512_fmadd_ps(x, v0, acc[2 * k]);
-            acc[2 * k + 1] = _mm512_fmadd_ps(x, v1, acc[2 * k + 1]);
+            let x = E::load8(p.add(c));
+            acc[2 * k] = _mm256_fmadd_ps(x, v0, acc[2 * k]);
+            acc[2 * k + 1] = _mm256_fmadd_ps(x, v1, acc[2 * k + 1]);
         }
-        c += LANES;
+        c += W;
     }
     if full < d {
-        let mask: __mmask16 = (1 << (d - full)) - 1;
-        let (v0, v1) = (_mm512_loadu_ps(c0.add(c)), _mm512_loadu_ps(c1.add(c)));
+        let live = super::dot::tail_lanes(d - full);
+        let (v0, v1) = (_mm256_loadu_ps(c0.add(c)), _mm256_loadu_ps(c1.add(c)));
         for (k, p) in r.iter().enumerate() {
-            let x = E::load_first(p.add(c), d - full);
-            acc[2 * k] = _mm512_mask3_fmadd_ps(x, v0, acc[2 * k], mask);
-            acc[2 * k + 1] = _mm512_mask3_fmadd_ps(x, v1, acc[2 * k + 1], mask);
+            let x = E::load8_first(p.add(c), d - full);
+            let (s0, s1) = (
+                _mm256_fmadd_ps(x, v0, acc[2 * k]),
+                _mm256_fmadd_ps(x, v1, acc[2 * k + 1]),
+            );
+            acc[2 * k] = _mm256_blendv_ps(acc[2 * k], s0, live);
+            acc[2 * k + 1] = _mm256_blendv_ps(acc[2 * k + 1], s1, live);
         }
     }
-    reduce16(acc)
+    reduce8(acc)
 }
 
-/// The tree of [`super::dot`] on 16 registers at once: level 1 pairs lanes `(l, l + 8)`,
-/// level 2 `(l, l + 4)`, level 3 `(l, l + 2)`, level 4 `(l, l + 1)`, as each register's
-/// own reduction does. Register `q = 4t + b` ends in lane `4b + t`.
+/// The tree of [`super::dot`] on 16 registers at once: level 1 pairs lanes `(l, l + 4)`,
+/// level 2 `(l, l + 2)`, level 3 `(l, l + 1)`, as each register's own reduction does.
+/// Register `q` ends in lane `8 (q / 8) + 4 (q % 2) + (q % 8) / 2` (so lanes 0-3 hold
+/// registers 0, 2, 4, 6 and lanes 4-7 registers 1, 3, 5, 7; lanes 8-15 the same for
+/// 8-15).
 #[inline(always)]
-unsafe fn reduce16(a: [__m512; 16]) -> __m512 {
-    // Level 1: x[m] = [a[2m] (8 lanes) | a[2m + 1] (8 lanes)].
-    let x: [__m512; 8] = std::array::from_fn(|m| {
+unsafe fn reduce8(a: [__m256; 16]) -> __m512 {
+    // Level 1: x[m] = [a[2m] (4 lanes) | a[2m + 1] (4 lanes)].
+    let x: [__m256; 8] = std::array::from_fn(|m| {
         let (p, q) = (a[2 * m], a[2 * m + 1]);
-        _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x44>(p, q),
-            _mm512_shuffle_f32x4::<0xEE>(p, q),
+        _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(p, q),
+            _mm256_permute2f128_ps::<0x31>(p, q),
         )
     });
-    // Level 2: z[n] has register 4n + b in 128-bit block b (4 lanes each).
-    let z: [__m512; 4] = std::array::from_fn(|n| {
+    // Level 2: per 128-bit block, two lanes from x[2n] and two from x[2n + 1]: block 0
+    // registers 4n, 4n + 2, block 1 registers 4n + 1, 4n + 3.
+    let z: [__m256; 4] = std::array::from_fn(|n| {
         let (p, q) = (x[2 * n], x[2 * n + 1]);
-        _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x88>(p, q),
-            _mm512_shuffle_f32x4::<0xDD>(p, q),
+        _mm256_add_ps(
+            _mm256_shuffle_ps::<0x44>(p, q),
+            _mm256_shuffle_ps::<0xEE>(p, q),
         )
     });
-    // Level 3: in block b, lanes 0-1 from z[2h], lanes 2-3 from z[2h + 1].
-    let w: [__m512; 2] = std::array::from_fn(|h| {
+    // Level 3: per block, one lane each from z[2h] (two registers) and z[2h + 1] (two).
+    let w: [__m256; 2] = std::array::from_fn(|h| {
         let (p, q) = (z[2 * h], z[2 * h + 1]);
-        _mm512_add_ps(
-            _mm512_shuffle_ps::<0x44>(p, q),
-            _mm512_shuffle_ps::<0xEE>(p, q),
+        _mm256_add_ps(
+            _mm256_shuffle_ps::<0x88>(p, q),
+            _mm256_shuffle_ps::<0xDD>(p, q),
         )
     });
-    // Level 4: in block b, lane t from z[t].
-    _mm512_add_ps(
-        _mm512_shuffle_ps::<0x88>(w[0], w[1]),
-        _mm512_shuffle_ps::<0xDD>(w[0], w[1]),
-    )
+    _mm512_insertf32x8::<1>(_mm512_castps256_ps512(w[0]), w[1])
 }
 
 #[cfg(test)]
@@ -393,12 +409,9 @@ mod tests {
                     .collect()
             };
             let (c0, c1) = (pad(50), pad(51));
-            let order = || unsafe {
-                _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
-            };
             let run = |v: __m512| unsafe {
                 let mut out = [0.0f32; LANES];
-                _mm512_storeu_ps(out.as_mut_ptr(), _mm512_permutexvar_ps(order(), v));
+                _mm512_storeu_ps(out.as_mut_ptr(), _mm512_permutexvar_ps(reduced_order(), v));
                 out
             };
             let got32 = run(unsafe {
