@@ -257,6 +257,9 @@ mod avx512 {
     /// The lanes `0..n` of a partial block (sign bits set), for `_mm256_blendv_ps`: the
     /// other lanes keep their sums as they are (adding a zero product could turn a `-0.0`
     /// sum into `+0.0`).
+    ///
+    /// # Safety
+    /// The target must have AVX2 (implied by AVX-512F).
     #[inline(always)]
     pub(in crate::policy) unsafe fn tail_lanes(n: usize) -> __m256 {
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
