@@ -105,10 +105,13 @@ impl KvArgs {
     }
 
     pub fn compression(&self) -> Result<CompressionConfig> {
-        let policy: PolicyKind = self
-            .kv_policy
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--kv-policy: {e}"))?;
+        self.compression_for("--kv-policy", &self.kv_policy)
+    }
+
+    /// The configuration of policy `name` (given by the flag `flag`) at this budget and
+    /// tuning.
+    pub fn compression_for(&self, flag: &str, name: &str) -> Result<CompressionConfig> {
+        let policy: PolicyKind = name.parse().map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
         self.tuning.config(policy, self.kv_budget)
     }
 }

@@ -75,10 +75,10 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let compression = a.kv.compression()?;
     let mut runs = vec![(a.kv.kv_policy.clone(), compression)];
     if let Some(other) = &a.compare_policy {
-        let policy = other
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--compare-policy: {e}"))?;
-        runs.push((other.clone(), a.kv.tuning.config(policy, a.kv.kv_budget)?));
+        runs.push((
+            other.clone(),
+            a.kv.compression_for("--compare-policy", other)?,
+        ));
     }
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;

@@ -19,9 +19,6 @@ use support::{setup, Setup};
 const ROUNDS: usize = 51;
 const WARM_UP: usize = 3;
 
-/// The three measured variants, in the order of a round that starts with the first.
-const VARIANTS: [&str; 3] = ["rkv_flat", "rkv_paged", "snapkv"];
-
 /// Median, min and max.
 #[derive(Debug, Clone, Copy)]
 struct Spread {
@@ -82,12 +79,21 @@ fn batch(
     t.elapsed().as_secs_f64() * 1e6 / inner as f64
 }
 
-/// Per-event times of the three variants and the two ratios, per round.
+/// Per-event times of the three variants (R-KV flat, R-KV paged, SnapKV), per round.
 struct Paired {
     times: [Vec<f64>; 3],
-    flat_ratio: Vec<f64>,
-    paged_ratio: Vec<f64>,
     inner: usize,
+}
+
+impl Paired {
+    /// Variant `v`'s time over SnapKV's, per round.
+    fn ratio(&self, v: usize) -> Vec<f64> {
+        self.times[v]
+            .iter()
+            .zip(&self.times[2])
+            .map(|(t, s)| t / s)
+            .collect()
+    }
 }
 
 fn measure(s: &Setup) -> Paired {
@@ -107,8 +113,6 @@ fn measure(s: &Setup) -> Paired {
     };
     let mut out = Paired {
         times: [Vec::new(), Vec::new(), Vec::new()],
-        flat_ratio: Vec::new(),
-        paged_ratio: Vec::new(),
         inner,
     };
     for round in 0..WARM_UP + ROUNDS {
@@ -121,8 +125,6 @@ fn measure(s: &Setup) -> Paired {
             for (all, &x) in out.times.iter_mut().zip(&t) {
                 all.push(x);
             }
-            out.flat_ratio.push(t[0] / t[2]);
-            out.paged_ratio.push(t[1] / t[2]);
         }
     }
     out
@@ -147,18 +149,15 @@ fn main() {
             }
             let p = measure(&setup(budget, dim, true));
             let t = p.times.each_ref().map(|v| Spread::of(v));
-            let (fr, pr) = (Spread::of(&p.flat_ratio), Spread::of(&p.paged_ratio));
+            let (fr, pr) = (Spread::of(&p.ratio(0)), Spread::of(&p.ratio(1)));
             if json {
                 println!(
                     "{{\"bench\": \"compress_paired\", \"budget\": {budget}, \"head_dim\": {dim}, \
-                     \"rounds\": {ROUNDS}, \"events_per_batch\": {}, \"{}_us\": {}, \"{}_us\": {}, \
-                     \"{}_us\": {}, \"flat_ratio\": {}, \"paged_ratio\": {}}}",
+                     \"rounds\": {ROUNDS}, \"events_per_batch\": {}, \"rkv_flat_us\": {}, \
+                     \"rkv_paged_us\": {}, \"snapkv_us\": {}, \"flat_ratio\": {}, \"paged_ratio\": {}}}",
                     p.inner,
-                    VARIANTS[0],
                     t[0].json(),
-                    VARIANTS[1],
                     t[1].json(),
-                    VARIANTS[2],
                     t[2].json(),
                     fr.json(),
                     pr.json()

@@ -184,7 +184,7 @@ fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N])
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-pub(super) use avx512::tail_lanes;
+pub(super) use avx512::{fmadd_tail, tail_lanes};
 
 /// [`dots`] on 256-bit registers (built where the target has AVX-512F, as the rest of the
 /// fast path): the same arithmetic as [`dots_portable`] (one lane per register lane,
@@ -246,8 +246,7 @@ mod avx512 {
             for k in 0..N {
                 let vb = B::load8_first(pb[k].add(full), n - full);
                 for r in 0..R {
-                    let sum = _mm256_fmadd_ps(va[r], vb, acc[r][k]);
-                    acc[r][k] = _mm256_blendv_ps(acc[r][k], sum, live);
+                    acc[r][k] = fmadd_tail(va[r], vb, acc[r][k], live);
                 }
             }
         }
@@ -264,6 +263,21 @@ mod avx512 {
     pub(in crate::policy) unsafe fn tail_lanes(n: usize) -> __m256 {
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes))
+    }
+
+    /// `a * b + acc` in the lanes of a partial block that `live` ([`tail_lanes`]) selects,
+    /// `acc` as it is in the others.
+    ///
+    /// # Safety
+    /// The target must have AVX2 and FMA (implied by AVX-512F).
+    #[inline(always)]
+    pub(in crate::policy) unsafe fn fmadd_tail(
+        a: __m256,
+        b: __m256,
+        acc: __m256,
+        live: __m256,
+    ) -> __m256 {
+        _mm256_blendv_ps(acc, _mm256_fmadd_ps(a, b, acc), live)
     }
 
     /// [`reduce`] of every register, four at a time where possible.

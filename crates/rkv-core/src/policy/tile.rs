@@ -20,6 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::cosine::CosineRows;
+use super::dot::{fmadd_tail, tail_lanes};
 use super::keys::{KeyElem, Rows};
 
 /// Rows per tile.
@@ -53,7 +54,7 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     entry: &mut [f32],
 ) -> usize {
     let d = s.keys.dim();
-    let dp = d.div_ceil(LANES) * LANES;
+    let dp = d.div_ceil(W) * W;
     let pairs = count / 2;
     if pairs == 0 || pending.is_empty() || dp == 0 {
         return 0;
@@ -297,10 +298,10 @@ pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
             c += W;
         }
         if full < d {
-            let live = super::dot::tail_lanes(d - full);
+            let live = tail_lanes(d - full);
             for (a, p) in acc.iter_mut().zip(r) {
                 let x = E::load8_first(p.add(c), d - full);
-                *a = _mm256_blendv_ps(*a, _mm256_fmadd_ps(x, x, *a), live);
+                *a = fmadd_tail(x, x, *a, live);
             }
         }
         let sq = _mm512_permutexvar_ps(order, reduce8(acc));
@@ -335,16 +336,12 @@ unsafe fn tile<E: KeyElem>(
         c += W;
     }
     if full < d {
-        let live = super::dot::tail_lanes(d - full);
+        let live = tail_lanes(d - full);
         let (v0, v1) = (_mm256_loadu_ps(c0.add(c)), _mm256_loadu_ps(c1.add(c)));
         for (k, p) in r.iter().enumerate() {
             let x = E::load8_first(p.add(c), d - full);
-            let (s0, s1) = (
-                _mm256_fmadd_ps(x, v0, acc[2 * k]),
-                _mm256_fmadd_ps(x, v1, acc[2 * k + 1]),
-            );
-            acc[2 * k] = _mm256_blendv_ps(acc[2 * k], s0, live);
-            acc[2 * k + 1] = _mm256_blendv_ps(acc[2 * k + 1], s1, live);
+            acc[2 * k] = fmadd_tail(x, v0, acc[2 * k], live);
+            acc[2 * k + 1] = fmadd_tail(x, v1, acc[2 * k + 1], live);
         }
     }
     reduce8(acc)
@@ -397,7 +394,7 @@ mod tests {
     #[test]
     fn tile_dots_match_dot() {
         for d in [1usize, 5, 16, 17, 40, 64, 128] {
-            let dp = d.div_ceil(LANES) * LANES;
+            let dp = d.div_ceil(W) * W;
             let val = |s: usize, k: usize| ((s * 131 + k * 7) as f32 * 0.173).sin() * 1.7;
             // Rows back to back (a row's tail is followed by the next row, not zeros).
             let rows: Vec<f32> = (0..ROWS * d).map(|k| val(k / d, k % d)).collect();
@@ -484,7 +481,7 @@ mod tests {
                 keys: Rows::runs(&runs, 8, len, d).unwrap(),
                 inv_norm: &inv,
             };
-            let dp = d.div_ceil(LANES) * LANES;
+            let dp = d.div_ceil(W) * W;
             let j = len - 1;
             let mut c = vec![0.0f32; dp];
             f16::widen_into(s.row(j), &mut c);
