@@ -211,11 +211,17 @@ def main():
                 "of each variant (the order rotating from round to round) and gives its own ratios, so noise "
                 "that outlasts a round weighs on all three; microseconds per event and ratios per round, "
                 "median (min-max) over the rounds:", "",
-                "| budget | head_dim | R-KV flat us | R-KV paged us | SnapKV us | flat / SnapKV | paged / SnapKV |",
-                "|---|---|---|---|---|---|---|"]
+                "| keys | budget | head_dim | R-KV flat us | R-KV paged us | SnapKV us | flat / SnapKV | paged / SnapKV |",
+                "|---|---|---|---|---|---|---|---|"]
         for r in paired:
-            out.append(f"| {r['budget']} | {r['head_dim']} | {fmt(r['rkv_flat_us'])} | {fmt(r['rkv_paged_us'])} | "
-                       f"{fmt(r['snapkv_us'])} | {fmt(r['flat_ratio'], 2)} | {fmt(r['paged_ratio'], 2)} |")
+            out.append(f"| {r.get('keys', 'synthetic')} | {r['budget']} | {r['head_dim']} | {fmt(r['rkv_flat_us'])} | "
+                       f"{fmt(r['rkv_paged_us'])} | {fmt(r['snapkv_us'])} | {fmt(r['flat_ratio'], 2)} | "
+                       f"{fmt(r['paged_ratio'], 2)} |")
+        if any(r.get("keys", "synthetic") != "synthetic" for r in paired):
+            out += ["", "Synthetic keys are clusters with noise and repeated runs (`benches/support`); the real "
+                    "ones are one layer's post-RoPE keys of the default model from the golden stream "
+                    "`kv-stream/s4_rkv_real_T1500_B128_buf128` (`benches/support/real.rs`), compressed once by "
+                    "R-KV and followed by 128 new tokens, as the engine would hold them."]
         out.append("")
 
     cmd_f, fid = load("fidelity")

@@ -5,9 +5,17 @@
 //! that lasts longer than a round (another process, the host) hits all three alike;
 //! criterion measures each function in turn and cannot pair them.
 //!
-//! `cargo bench -p rkv-core --bench compress_paired [-- [--json] [B1024_d64 ...]]`: a table,
-//! or with `--json` one object per size; names given select sizes.
+//! After the synthetic sizes, the same event on real keys: each KV head of one layer of
+//! the default model at budget 1024 (`support/real.rs`; skipped, with the reason, when the
+//! golden stream is missing).
+//!
+//! `cargo bench -p rkv-core --bench compress_paired [-- [--json] [B1024_d64 real_L8_h0 ...]]`:
+//! a table, or with `--json` one object per case; names given select cases.
 
+#[path = "../tests/support/mod.rs"]
+mod golden;
+#[path = "support/real.rs"]
+mod real;
 mod support;
 
 use rkv_core::{select_keep, CompressionConfig, HeadObservation, HeadState, PolicyKind};
@@ -130,6 +138,38 @@ fn measure(s: &Setup) -> Paired {
     out
 }
 
+/// Measures one case and prints its line (`keys` says where the keys come from).
+fn report(id: &str, keys: &str, s: &Setup, json: bool) {
+    let p = measure(s);
+    let t = p.times.each_ref().map(|v| Spread::of(v));
+    let (fr, pr) = (Spread::of(&p.ratio(0)), Spread::of(&p.ratio(1)));
+    let (budget, dim) = (s.cfg.budget, s.dim);
+    if json {
+        println!(
+            "{{\"bench\": \"compress_paired\", \"case\": \"{id}\", \"keys\": \"{keys}\", \
+             \"budget\": {budget}, \"head_dim\": {dim}, \"group\": {}, \"rounds\": {ROUNDS}, \
+             \"events_per_batch\": {}, \"rkv_flat_us\": {}, \"rkv_paged_us\": {}, \
+             \"snapkv_us\": {}, \"flat_ratio\": {}, \"paged_ratio\": {}}}",
+            s.group,
+            p.inner,
+            t[0].json(),
+            t[1].json(),
+            t[2].json(),
+            fr.json(),
+            pr.json()
+        );
+    } else {
+        println!(
+            "{id:>10}: R-KV flat {} us, paged {} us, SnapKV {} us; per round flat / SnapKV {}, paged / SnapKV {}",
+            t[0].text(1),
+            t[1].text(1),
+            t[2].text(1),
+            fr.text(2),
+            pr.text(2)
+        );
+    }
+}
+
 fn main() {
     let mut json = false;
     let mut only = Vec::new();
@@ -141,37 +181,32 @@ fn main() {
             only.push(a);
         }
     }
+    let wanted = |id: &str| only.is_empty() || only.iter().any(|o| o == id);
     for budget in [256usize, 1024, 4096] {
         for dim in [64usize, 128] {
             let id = format!("B{budget}_d{dim}");
-            if !only.is_empty() && !only.contains(&id) {
-                continue;
-            }
-            let p = measure(&setup(budget, dim, true));
-            let t = p.times.each_ref().map(|v| Spread::of(v));
-            let (fr, pr) = (Spread::of(&p.ratio(0)), Spread::of(&p.ratio(1)));
-            if json {
-                println!(
-                    "{{\"bench\": \"compress_paired\", \"budget\": {budget}, \"head_dim\": {dim}, \
-                     \"rounds\": {ROUNDS}, \"events_per_batch\": {}, \"rkv_flat_us\": {}, \
-                     \"rkv_paged_us\": {}, \"snapkv_us\": {}, \"flat_ratio\": {}, \"paged_ratio\": {}}}",
-                    p.inner,
-                    t[0].json(),
-                    t[1].json(),
-                    t[2].json(),
-                    fr.json(),
-                    pr.json()
-                );
-            } else {
-                println!(
-                    "{id:>10}: R-KV flat {} us, paged {} us, SnapKV {} us; per round flat / SnapKV {}, paged / SnapKV {}",
-                    t[0].text(1),
-                    t[1].text(1),
-                    t[2].text(1),
-                    fr.text(2),
-                    pr.text(2)
-                );
+            if wanted(&id) {
+                report(&id, "synthetic", &setup(budget, dim, true), json);
             }
         }
+    }
+    if !only.is_empty() && !only.iter().any(|o| o.starts_with("real_")) {
+        return;
+    }
+    match real::Stream::load() {
+        Ok(stream) => {
+            for h in 0..stream.kv_heads {
+                let id = format!("real_L{}_h{h}", real::LAYER);
+                if !wanted(&id) {
+                    continue;
+                }
+                let keys = format!("SmolLM2-135M-Instruct layer {} KV head {h}", real::LAYER);
+                match stream.setup(h) {
+                    Ok(s) => report(&id, &keys, &s, json),
+                    Err(e) => eprintln!("{id}: skipped: {e}"),
+                }
+            }
+        }
+        Err(e) => eprintln!("real keys skipped ({}): {e}", real::FILE),
     }
 }

@@ -53,6 +53,7 @@ fn keys(
 pub struct Setup {
     pub cfg: CompressionConfig,
     pub dim: usize,
+    pub group: usize,         // query heads per KV head
     pub keys: Vec<f32>,       // [L, d]
     pub paged: Vec<Vec<f16>>, // [L / RUN, RUN * d] the same keys in runs
     pub logits: Vec<f32>,     // [g, w, L - w]
@@ -95,21 +96,36 @@ pub fn setup(budget: usize, dim: usize, structured: bool) -> Setup {
         .flat_map(|&i| first[i * dim..(i + 1) * dim].to_vec())
         .collect();
     cache.extend(keys(&mut rng, BUFFER, dim, structured, &centres));
-    let paged = cache
-        .chunks(RUN * dim)
-        .map(|run| run.iter().map(|&x| f16::from_f32(x)).collect())
-        .collect();
-    Setup {
-        cfg,
-        dim,
-        keys: cache,
-        paged,
-        logits: logits(&mut rng),
-        state,
-    }
+    let logits = logits(&mut rng);
+    Setup::new(cfg, dim, GROUP, cache, logits, state)
 }
 
 impl Setup {
+    /// The setup of a cache of `keys` (`[L, d]`, values f16 can hold), also laid out in
+    /// the engine's runs.
+    pub fn new(
+        cfg: CompressionConfig,
+        dim: usize,
+        group: usize,
+        keys: Vec<f32>,
+        logits: Vec<f32>,
+        state: HeadState,
+    ) -> Self {
+        let paged = keys
+            .chunks(RUN * dim)
+            .map(|run| run.iter().map(|&x| f16::from_f32(x)).collect())
+            .collect();
+        Setup {
+            cfg,
+            dim,
+            group,
+            keys,
+            paged,
+            logits,
+            state,
+        }
+    }
+
     pub fn obs(&self) -> HeadObservation<'_> {
         self.obs_with(KeyRows::flat_f32(&self.keys, self.dim))
     }
@@ -131,7 +147,7 @@ impl Setup {
             len: self.keys.len() / self.dim,
             head_dim: self.dim,
             keys,
-            group: GROUP,
+            group: self.group,
             window: WINDOW,
             window_logits: &self.logits,
             h2o_scores: &[],
