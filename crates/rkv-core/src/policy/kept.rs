@@ -39,10 +39,12 @@ pub(super) fn carry(new_index: &[u32], latest: &[u32], entry: &[f32], inv: &[f32
         .min(inv.len());
     let mut out = Carried::default();
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    let done = {
+    let done = if len <= i32::MAX as usize {
         // SAFETY: the target has AVX-512F; the slices are at least `len` (`new_index`
-        // `len + 1`) long.
+        // `len + 1`) long; every index fits the gather's signed 32 bits.
         unsafe { avx512::carry(&new_index[..=len], latest, entry, inv, &mut out) }
+    } else {
+        0
     };
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
     let done = 0;
@@ -90,7 +92,8 @@ mod avx512 {
     /// returns how many rows it did. No branch on which rows are kept.
     ///
     /// # Safety
-    /// The target must have AVX-512F; `latest`, `entry` and `inv` at least `len` long.
+    /// The target must have AVX-512F; `latest`, `entry` and `inv` at least `len` long;
+    /// `len <= i32::MAX` (the gather's indices are signed).
     pub(super) unsafe fn carry(
         new_index: &[u32],
         latest: &[u32],

@@ -167,9 +167,16 @@ impl<'a, E: KeyElem> Rows<'a, E> {
         }
         for (r, run) in runs[..needed].iter().enumerate() {
             let rows = run_len.min(len - r * run_len);
-            if run.len() < rows * dim {
+            // Checked: a wrapped product would pass the check and let rows reach past
+            // their run.
+            let Some(need) = rows.checked_mul(dim) else {
                 return Err(PolicyError::KeyRuns {
-                    why: format!("run {r} holds {} values, needs {}", run.len(), rows * dim),
+                    why: format!("{rows} rows of {dim} values overflow"),
+                });
+            };
+            if run.len() < need {
+                return Err(PolicyError::KeyRuns {
+                    why: format!("run {r} holds {} values, needs {need}", run.len()),
                 });
             }
         }
@@ -477,5 +484,12 @@ mod tests {
         assert!(Rows::runs(&runs[..1], 2, 4, 1).is_err(), "too few runs");
         assert!(Rows::runs(&runs, 2, 8, 2).is_err(), "a run too short");
         assert!(Rows::runs(&runs, 2, 8, 1).is_ok());
+        // 4 rows of usize::MAX / 4 + 2 values: the product wraps to a few values
+        // without the check.
+        let four: Vec<&[f32]> = data.chunks(4).take(1).collect();
+        assert!(
+            Rows::runs(&four, 4, 4, usize::MAX / 4 + 2).is_err(),
+            "rows x dim overflows"
+        );
     }
 }

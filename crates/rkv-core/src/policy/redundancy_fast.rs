@@ -44,6 +44,11 @@ use super::PolicyError;
 /// Marks "no similar slot" (or "evicted, re-search pending") in [`HeadState`].
 const NO_MATCH: u32 = u32::MAX;
 
+/// Longest cache the bookkeeping takes: slots are `u32` below [`NO_MATCH`], and the
+/// vectorised remapping after a compression (`super::kept`) gathers with signed 32-bit
+/// indices.
+const MAX_LEN: usize = i32::MAX as usize;
+
 /// Redundancy bookkeeping kept between compressions for one (sequence, layer, KV head).
 /// Start each new sequence with [`HeadState::new`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -158,7 +163,7 @@ fn incremental<'a, E: KeyElem>(
     state: &HeadState,
 ) -> Result<FastRedundancy<'a>, PolicyError> {
     let (len, dim) = (rows.len(), rows.dim());
-    if len >= NO_MATCH as usize {
+    if len > MAX_LEN {
         return Err(PolicyError::TooLong { len });
     }
     let old = state.described();
@@ -447,6 +452,16 @@ impl FastRedundancy<'_> {
             &mut key_sum,
             carried.evicted.iter().map(|&i| (rows.row(i as usize), -self.inv_norm[i as usize])),
         ));
+        if key_sum.iter().any(|x| !x.is_finite()) {
+            // A non-finite key (an overflowed f16, say) adds NaN, which its eviction does
+            // not take back out: the sum is rebuilt from the kept rows, so that it recovers
+            // once that key is gone, as the from-scratch computation does.
+            key_sum.fill(0.0);
+            each_rows!(self.keys, rows => add_scaled_rows(
+                &mut key_sum,
+                kept.iter().map(|&i| (rows.row(i), self.inv_norm[i])),
+            ));
+        }
         state.inv_norm = carried.inv;
         state.latest = carried.latest;
         state.latest_entry = carried.entry;
@@ -515,6 +530,32 @@ mod tests {
         let oracle = redundancy_oracle(&keys, 2, 0.5, 1);
         assert_eq!(second.latest(), oracle.latest);
         assert_eq!(second.latest()[..3], [Some(5), Some(4), Some(5)]);
+    }
+
+    /// A non-finite key makes every redundancy NaN while it is resident (as in the
+    /// oracle), and once it is evicted the next compression agrees with the oracle again.
+    #[test]
+    fn non_finite_key_recovers_after_eviction() {
+        let mut keys = keys_with_copies();
+        keys[6] = f32::INFINITY; // row 3
+        let mut state = HeadState::new();
+        let first = redundancy_incremental(KeyRows::flat_f32(&keys, 2), 0.5, 1, &state).unwrap();
+        let oracle = redundancy_oracle(&keys, 2, 0.5, 1);
+        assert!(first.redundancy.iter().all(|r| r.is_nan()));
+        assert!(oracle.redundancy.iter().all(|r| r.is_nan()));
+        let kept = [0, 1, 2, 4, 5];
+        first.commit(&kept, &mut state).unwrap();
+        let mut next: Vec<f32> = kept
+            .iter()
+            .flat_map(|&i| keys[2 * i..2 * i + 2].to_vec())
+            .collect();
+        next.extend([0.9, 0.1, -0.2, 1.0]);
+        let again = redundancy_incremental(KeyRows::flat_f32(&next, 2), 0.5, 1, &state).unwrap();
+        let oracle = redundancy_oracle(&next, 2, 0.5, 1);
+        assert_eq!(again.latest(), oracle.latest);
+        for (a, e) in again.redundancy.iter().zip(&oracle.redundancy) {
+            assert!((a - e).abs() < 1e-7, "{a} vs {e}");
+        }
     }
 
     #[test]

@@ -379,7 +379,11 @@ unsafe fn reduce8(a: [__m256; 16]) -> __m512 {
             _mm256_shuffle_ps::<0xDD>(p, q),
         )
     });
-    _mm512_insertf32x8::<1>(_mm512_castps256_ps512(w[0]), w[1])
+    // Joined through f64 lanes: the f32x8 insert needs AVX-512DQ, this one only F.
+    _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+        _mm512_castpd256_pd512(_mm256_castps_pd(w[0])),
+        _mm256_castps_pd(w[1]),
+    ))
 }
 
 #[cfg(test)]
