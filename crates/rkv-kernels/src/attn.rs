@@ -60,9 +60,13 @@ pub mod scalar {
             *o = a.mul_add(*v, *o);
         }
     }
-    /// `out[h] = dot(k, qs[h*d..(h+1)*d])`, `d = k.len()`.
+    /// `out[h] = dot(k, qs[h*d..(h+1)*d])`, `d = k.len()` (0 for every head when `d = 0`).
     pub fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
-        for (o, q) in out.iter_mut().zip(qs.chunks_exact(k.len().max(1))) {
+        if k.is_empty() {
+            out.fill(0.0);
+            return;
+        }
+        for (o, q) in out.iter_mut().zip(qs.chunks_exact(k.len())) {
             *o = dot_f16(k, q);
         }
     }
@@ -134,9 +138,8 @@ pub fn axpy_f32(y: &mut [f32], a: f32, x: &[f32]) {
 /// If `qs.len() != out.len() * k.len()`.
 #[inline]
 pub fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
-    assert_eq!(
-        qs.len(),
-        out.len() * k.len(),
+    assert!(
+        out.len().checked_mul(k.len()) == Some(qs.len()),
         "dot_f16_multi: qs is not [g, d]"
     );
     dispatch!(dot_f16_multi(k, qs, out))
@@ -150,9 +153,8 @@ pub fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
 /// If `ys.len() != a.len() * x.len()`.
 #[inline]
 pub fn axpy_f16_multi(ys: &mut [f32], a: &[f32], x: &[f16]) {
-    assert_eq!(
-        ys.len(),
-        a.len() * x.len(),
+    assert!(
+        a.len().checked_mul(x.len()) == Some(ys.len()),
         "axpy_f16_multi: ys is not [g, d]"
     );
     dispatch!(axpy_f16_multi(ys, a, x))

@@ -15,7 +15,9 @@
 //! * Q4_1 adds `summs`, accumulated block by block as `fma(m, s, summs)`
 //!   (the C compiler contracts `summs += m * s` under `-march=native`).
 //!
-//! The SIMD versions (`dot_avx2.rs`) are bit-identical to these references.
+//! The SIMD versions (`dot_avx2.rs`) are bit-identical to these references for every
+//! activation block; the one exception is a Q8_0 weight quant of -128 (which ggml's
+//! quantiser never writes) against a negative activation quant.
 //! Which one runs is fixed at compile time (`target_feature`); a build
 //! without AVX2/FMA/F16C uses the scalar code.
 

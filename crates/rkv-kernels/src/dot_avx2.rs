@@ -72,7 +72,11 @@ fn dot_u8_i8(ax: __m256i, sy: __m256i) -> __m256i {
     }
 }
 
-/// Per 32-bit lane, the sum of 4 products of signed `x` and `y`.
+/// Per 32-bit lane, the sum of 4 products of signed `x` (weights) and `y` (activations),
+/// as `|y| * (x * sign(y))`: exact for every activation, including -128 (`|y|` is taken
+/// as unsigned); only a weight of -128 against a negative activation wraps (`-(-128)`),
+/// which Q4_0's nibbles cannot be and ggml's Q8_0 quantiser never writes. (ggml puts
+/// the sign on the weights' side, which an activation of -128 breaks instead.)
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[cfg_attr(
@@ -80,7 +84,7 @@ fn dot_u8_i8(ax: __m256i, sy: __m256i) -> __m256i {
     target_feature(enable = "avx512vnni,avx512vl")
 )]
 fn dot_i8_i8(x: __m256i, y: __m256i) -> __m256i {
-    dot_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+    dot_u8_i8(_mm256_sign_epi8(y, y), _mm256_sign_epi8(x, y))
 }
 
 /// ggml's `hsum_float_8`.

@@ -12,6 +12,9 @@ pub enum KernelError {
         expected: usize,
         got: usize,
     },
+    /// The length `what` needs does not fit in `usize`.
+    #[error("{what}: the shape's length overflows")]
+    Overflow { what: &'static str },
     /// `what` (of length `len`) must be a multiple of `multiple`.
     #[error("{what}: length {len} is not a multiple of {multiple}")]
     NotMultiple {

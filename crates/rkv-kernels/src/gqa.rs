@@ -27,10 +27,12 @@ fn shape(cache: usize, stride: usize, d: usize, heads_len: usize, gn: usize) -> 
         "gqa: scores/weights are not [g, n]"
     );
     let n = gn / g;
-    assert!(
-        n == 0 || (n - 1) * stride + d <= cache,
-        "gqa: cache too short"
-    );
+    // Checked: a wrapped product would pass and let the fast path read outside `cache`.
+    let end = match n {
+        0 => Some(0),
+        _ => (n - 1).checked_mul(stride).and_then(|x| x.checked_add(d)),
+    };
+    assert!(end.is_some_and(|e| e <= cache), "gqa: cache too short");
     (g, n)
 }
 

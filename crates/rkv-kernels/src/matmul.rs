@@ -125,14 +125,16 @@ fn check_shapes(
     n: usize,
     out: usize,
 ) -> Result<usize, KernelError> {
-    check_len("matmul out", n * rows, out)?;
+    // Checked: a wrapped product would accept shapes that do not match.
+    let product = |what, a: usize, b: usize| a.checked_mul(b).ok_or(KernelError::Overflow { what });
+    check_len("matmul out", product("matmul out", n, rows)?, out)?;
     if rows == 0 {
         check_len("matmul w (rows = 0)", 0, w)?;
         return Ok(0);
     }
     check_multiple("matmul w", w, rows)?;
     let k = w / rows;
-    check_len("matmul x", n * k, x)?;
+    check_len("matmul x", product("matmul x", n, k)?, x)?;
     Ok(k)
 }
 
@@ -145,6 +147,11 @@ fn matmul<K: Kernel>(
 ) -> Result<(), KernelError> {
     let k = check_shapes(w.len(), rows, x.len(), n, out.len())?;
     if rows == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        // Empty rows: every dot product is 0 (the row kernels would write nothing).
+        out.fill(0.0);
         return Ok(());
     }
     let chunk = chunk_rows(rows);

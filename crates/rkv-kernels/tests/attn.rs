@@ -64,11 +64,15 @@ fn multi_query_dot_matches_single() {
     ] {
         let k = to_f16(&floats(&mut r, d, 1.0));
         let qs = floats(&mut r, g * d, 1.0);
-        let mut out = vec![0.0; g];
+        // NaN first: every head must be written, d = 0 included.
+        let mut out = vec![f32::NAN; g];
+        let mut portable = vec![f32::NAN; g];
         dot_f16_multi(&k, &qs, &mut out);
+        scalar::dot_f16_multi(&k, &qs, &mut portable);
         for h in 0..g {
             let want = scalar::dot_f16(&k, &qs[h * d..(h + 1) * d]);
             assert!(rel_close(out[h], want, d as f32), "g={g} d={d} h={h}");
+            assert!(rel_close(portable[h], want, d as f32), "g={g} d={d} h={h}");
         }
     }
 }

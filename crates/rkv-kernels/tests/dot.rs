@@ -67,9 +67,37 @@ fn q8_0_simd_matches_reference_and_dequantised() {
     }
 }
 
+/// Activation quants of -128 (a degenerate block's, or a caller's) against negative
+/// weights: the sign trick must not flip them (`-(-128)` wraps in a byte).
+#[test]
+fn activation_minus_128_is_exact() {
+    let mut y = BlockQ8_0 {
+        d: f16::ONE,
+        qs: [0; QK],
+    };
+    y.qs[0] = -128;
+    y.qs[5] = -128;
+    y.qs[31] = 127;
+    let y = [y];
+    // Q8_0 weights -127 everywhere: -127 * (-128 - 128 + 127) = 16383.
+    let x8 = [BlockQ8_0 {
+        d: f16::ONE,
+        qs: [-127; QK],
+    }];
+    assert_eq!(vec_dot_q8_0_q8_0_ref(&x8, &y), 16383.0);
+    assert_eq!(vec_dot_q8_0_q8_0(&x8, &y), 16383.0);
+    // Q4_0 nibbles 7 (weights -1): -1 * (-129) = 129.
+    let x4 = [BlockQ4_0 {
+        d: f16::ONE,
+        qs: [0x77; QK / 2],
+    }];
+    assert_eq!(vec_dot_q4_0_q8_0_ref(&x4, &y), 129.0);
+    assert_eq!(vec_dot_q4_0_q8_0(&x4, &y), 129.0);
+}
+
 #[test]
 fn q8_0_extreme_quants_are_exact() {
-    // -128 * -128 pairs would saturate maddubs; VNNI and the reference agree.
+    // The largest products (127 * 127, four to a lane) stay exact on every path.
     let x = vec![
         BlockQ8_0 {
             d: f16::ONE,

@@ -60,3 +60,19 @@ fn short_cache_panics() {
     let cache = vec![f16::ZERO; 64 * 3];
     gqa_scores_f16(&cache, 128, 64, &[0.0; 64], &mut [0.0; 3]);
 }
+
+/// A stride whose `(n - 1) * stride + d` wraps to a small number is still refused (the
+/// AVX-512 path would otherwise read rows outside the slice).
+#[test]
+#[should_panic(expected = "cache too short")]
+fn wrapping_stride_panics() {
+    let cache = vec![f16::ZERO; 64];
+    gqa_scores_f16(&cache, usize::MAX - 63, 64, &[1.0; 64], &mut [0.0; 2]);
+}
+
+#[test]
+#[should_panic(expected = "cache too short")]
+fn wrapping_stride_panics_in_weighted_sum() {
+    let cache = vec![f16::ZERO; 64];
+    gqa_weighted_sum_f16(&cache, usize::MAX - 63, 64, &[1.0; 2], &mut [0.0; 64]);
+}

@@ -110,4 +110,23 @@ fn shape_errors() {
     assert!(matmul_q4_1(&w, 2, &x[..2], 1, &mut out).is_err());
     assert!(matmul_q4_1(&w, 2, &x, 1, &mut out[..1]).is_err());
     assert!(matmul_q4_1(&[], 0, &[], 3, &mut []).is_ok());
+    // n x rows wraps to 0 without the checked product.
+    assert!(matmul_f32(&[], 16, &[], 1 << 60, &mut []).is_err());
+}
+
+/// Rows of width 0: every output is 0, whatever the caller's buffer held, on every
+/// kernel and token count.
+#[test]
+fn empty_rows_give_zeros() {
+    for n in [1usize, 2] {
+        let mut out = vec![f32::NAN; 4 * n];
+        matmul_f32(&[], 4, &[], n, &mut out).unwrap();
+        assert_eq!(out, vec![0.0; 4 * n]);
+        out.fill(f32::NAN);
+        matmul_f16(&[], 4, &[], n, &mut out).unwrap();
+        assert_eq!(out, vec![0.0; 4 * n]);
+        out.fill(f32::NAN);
+        matmul_q8_0(&[], 4, &[], n, &mut out).unwrap();
+        assert_eq!(out, vec![0.0; 4 * n]);
+    }
 }
