@@ -24,11 +24,15 @@ pub struct ModelArgs {
     pub threads: Option<usize>,
 }
 
+/// Most worker threads `--threads` accepts (llama.cpp's bound too): more only adds
+/// start-up time and contention.
+const MAX_THREADS: usize = 512;
+
 impl ModelArgs {
     pub fn load(&self) -> Result<LoadedModel> {
         if let Some(n) = self.threads {
-            if n == 0 {
-                anyhow::bail!("--threads must be at least 1");
+            if n == 0 || n > MAX_THREADS {
+                anyhow::bail!("--threads must be between 1 and {MAX_THREADS}, got {n}");
             }
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)

@@ -83,7 +83,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;
     let max_depth = a.depths.iter().copied().max().unwrap_or(0);
-    if max_depth.max(1) + a.tokens > ctx {
+    if max_depth.max(1).saturating_add(a.tokens) > ctx {
         bail!(
             "depth {max_depth} + {} tokens exceeds the model's context of {ctx}",
             a.tokens

@@ -1,7 +1,8 @@
 //! Bad input to `rkv generate` gives a one-line error naming the problem and a non-zero
 //! exit, never a panic: missing, corrupt and truncated model files, unsupported
 //! architectures and quantisations, empty prompts, prompts longer than the context,
-//! `--max-tokens 0`, unknown policies and budgets below the window.
+//! `--max-tokens 0` or so large that the length wraps, unknown policies, budgets below the
+//! window and absurd thread counts.
 //! Cases that get past argument checks need the default model (`rkv fetch`).
 
 mod common;
@@ -122,6 +123,18 @@ fn argument_errors_need_no_model() {
         ],
         "top_p",
     );
+    fails_with(
+        &[
+            "generate",
+            "--prompt",
+            "hi",
+            "--threads",
+            "5000",
+            "--model",
+            "/x.gguf",
+        ],
+        "threads",
+    );
 }
 
 #[test]
@@ -200,6 +213,27 @@ fn prompt_longer_than_context_is_refused() {
             f.to_str().unwrap_or(""),
             "--model",
             model.to_str().unwrap_or(""),
+        ],
+        "context",
+    );
+    // Lengths whose sum with the prompt wraps in usize are refused too, not run.
+    let huge = usize::MAX.to_string();
+    let m = model.to_str().unwrap_or("");
+    fails_with(
+        &[
+            "generate",
+            "--prompt",
+            "hi",
+            "--max-tokens",
+            &huge,
+            "--model",
+            m,
+        ],
+        "context",
+    );
+    fails_with(
+        &[
+            "bench", "decode", "--depths", &huge, "--tokens", "2", "--model", m,
         ],
         "context",
     );

@@ -74,7 +74,10 @@ impl SeqCompression {
         if !self.cfg.policy.needs_window_logits() {
             return None;
         }
-        let (b, w) = (self.cfg.budget + self.cfg.buffer, self.cfg.window);
+        let (b, w) = (
+            self.cfg.budget.saturating_add(self.cfg.buffer),
+            self.cfg.window,
+        );
         let len_after = len_before + n_new;
         // The compression this step's tokens observe for: at the end of this step when it
         // triggers, else the one when the cache reaches B + b one token at a time.

@@ -88,7 +88,7 @@ impl Engine {
             block_size: cfg.block_size,
         };
         Ok(Self {
-            store: KvStore::new(layout, cfg.kv_dtype, cfg.kv_blocks),
+            store: KvStore::new(layout, cfg.kv_dtype, cfg.kv_blocks)?,
             model: model.transformer,
             tokenizer: model.tokenizer,
             cfg,
@@ -118,7 +118,7 @@ impl Engine {
     /// Blocks one sequence can need at most (FullKV: its whole length; compressed: the
     /// prompt or `B + b`, whichever is larger).
     pub fn blocks_needed(&self, req: &GenerationRequest, comp: &CompressionConfig) -> usize {
-        let full = req.prompt.len() + req.max_tokens;
+        let full = req.prompt.len().saturating_add(req.max_tokens);
         let slots = match comp.max_resident_slots() {
             Some(m) => full.min(m.max(req.prompt.len())),
             None => full,
@@ -146,7 +146,7 @@ impl Engine {
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
         }
-        if req.prompt.len() + req.max_tokens > self.max_context() {
+        if req.prompt.len().saturating_add(req.max_tokens) > self.max_context() {
             return Err(EngineError::TooLong {
                 prompt: req.prompt.len(),
                 max_new: req.max_tokens,

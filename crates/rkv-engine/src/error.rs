@@ -16,6 +16,11 @@ pub enum EngineError {
     },
     #[error("KV memory exhausted: {0}")]
     OutOfMemory(#[from] rkv_core::block_pool::PoolError),
+    #[error("cannot allocate a KV pool of {blocks} blocks of {} each", block_bytes.map_or_else(|| "too many bytes".to_string(), |b| format!("{b} bytes")))]
+    KvAlloc {
+        blocks: usize,
+        block_bytes: Option<usize>,
+    },
     #[error("unknown sequence {0}")]
     UnknownSequence(u64),
     #[error("invalid compression config: {0}")]

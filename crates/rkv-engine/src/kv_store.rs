@@ -56,6 +56,13 @@ impl KvLayout {
         self.n_layers * self.n_kv_heads * self.block_size * self.head_dim
     }
 
+    /// [`Self::block_elems`], `None` when it overflows (checked before a pool is built).
+    fn checked_block_elems(&self) -> Option<usize> {
+        [self.n_kv_heads, self.block_size, self.head_dim]
+            .iter()
+            .try_fold(self.n_layers, |acc, &x| acc.checked_mul(x))
+    }
+
     /// Index of the run (block, layer, head): `block_size` consecutive slots.
     fn run(&self, block: BlockId, layer: usize, head: usize) -> usize {
         (block as usize * self.n_layers + layer) * self.n_kv_heads + head
@@ -79,12 +86,14 @@ pub enum KvBuf {
 }
 
 impl KvBuf {
-    fn zeroed(dtype: KvDtype, n: usize) -> Self {
-        // Zeroed vectors of primitives come from the allocator's zeroed pages: memory is
-        // only touched (resident) once a block is first written.
+    /// `n` zeros, or `None` when the allocator refuses. Zeroed vectors of primitives come
+    /// from the allocator's zeroed pages: memory is only touched (resident) once a block
+    /// is first written.
+    fn zeroed(dtype: KvDtype, n: usize) -> Option<Self> {
+        use bytemuck::allocation::try_zeroed_vec;
         match dtype {
-            KvDtype::F16 => KvBuf::F16(vec![0u16; n]),
-            KvDtype::F32 => KvBuf::F32(vec![0f32; n]),
+            KvDtype::F16 => try_zeroed_vec::<u16>(n).ok().map(KvBuf::F16),
+            KvDtype::F32 => try_zeroed_vec::<f32>(n).ok().map(KvBuf::F32),
         }
     }
 
@@ -150,16 +159,31 @@ pub struct KvStore {
 }
 
 impl KvStore {
-    pub fn new(layout: KvLayout, dtype: KvDtype, n_blocks: usize) -> Self {
-        let elems = n_blocks * layout.block_elems();
-        Self {
+    /// A pool of `n_blocks` blocks; an error (not an abort) when its size overflows or
+    /// the allocator refuses it.
+    pub fn new(layout: KvLayout, dtype: KvDtype, n_blocks: usize) -> Result<Self> {
+        let refused = || EngineError::KvAlloc {
+            blocks: n_blocks,
+            block_bytes: layout
+                .checked_block_elems()
+                .and_then(|e| e.checked_mul(2 * dtype.bytes())),
+        };
+        let elems = layout
+            .checked_block_elems()
+            .and_then(|e| e.checked_mul(n_blocks))
+            .ok_or_else(refused)?;
+        let keys = KvBuf::zeroed(dtype, elems).ok_or_else(refused)?;
+        let values = KvBuf::zeroed(dtype, elems).ok_or_else(refused)?;
+        let positions = bytemuck::allocation::try_zeroed_vec(elems / layout.head_dim.max(1))
+            .map_err(|()| refused())?;
+        Ok(Self {
             pool: BlockPool::new(n_blocks, layout.block_size),
-            keys: KvBuf::zeroed(dtype, elems),
-            values: KvBuf::zeroed(dtype, elems),
-            positions: vec![0; n_blocks * layout.block_elems() / layout.head_dim.max(1)],
+            keys,
+            values,
+            positions,
             layout,
             dtype,
-        }
+        })
     }
 
     pub fn layout(&self) -> &KvLayout {
@@ -299,7 +323,7 @@ mod tests {
             head_dim: 4,
             block_size: 3,
         };
-        KvStore::new(layout, dtype, 6)
+        KvStore::new(layout, dtype, 6).expect("a small pool")
     }
 
     fn read_keys(
@@ -312,6 +336,26 @@ mod tests {
         let mut out = Vec::new();
         s.read_keys_into(blocks, layer, head, len, &mut out);
         out
+    }
+
+    /// A pool whose size overflows, or that no allocator can give (a petabyte), is an
+    /// error rather than an abort.
+    #[test]
+    fn impossible_pools_are_errors() {
+        let layout = KvLayout {
+            n_layers: 2,
+            n_kv_heads: 2,
+            head_dim: 4,
+            block_size: 3,
+        };
+        assert!(matches!(
+            KvStore::new(layout, KvDtype::F16, usize::MAX / 8),
+            Err(EngineError::KvAlloc { .. })
+        ));
+        assert!(matches!(
+            KvStore::new(layout, KvDtype::F32, 1 << 45),
+            Err(EngineError::KvAlloc { .. })
+        ));
     }
 
     #[test]

@@ -187,7 +187,8 @@ fn run_engine(s: &Stream, prompt_chunks: &[usize], check_attention: bool) -> Run
         block_size: BLOCK_SIZE,
     };
     let n_blocks = max_resident.div_ceil(BLOCK_SIZE) + 1;
-    let mut store = KvStore::new(layout, KvDtype::F32, n_blocks);
+    let mut store = KvStore::new(layout, KvDtype::F32, n_blocks)
+        .unwrap_or_else(|e| panic!("{}: KvStore::new: {e}", s.name));
     let mut table = BlockTable::new();
     let mut comp = SeqCompression::new(cfg, shape)
         .unwrap_or_else(|e| panic!("{}: SeqCompression::new: {e}", s.name));

@@ -157,6 +157,11 @@ pub fn run(a: FidelityArgs) -> Result<()> {
         toks.extend(out);
         if toks.len() > ctx {
             toks.truncate(ctx);
+            if toks.len() < prompt_len.saturating_add(2) {
+                bail!(
+                    "trace {i}: the prompt of {prompt_len} tokens leaves fewer than 2 output tokens within the model's context of {ctx}"
+                );
+            }
             eprintln!("trace {i}: truncated to the model's context of {ctx} tokens");
         }
         inputs.push((toks, prompt_len));

@@ -111,7 +111,7 @@ pub fn run(a: MathArgs) -> Result<()> {
             .tokenizer
             .apply_chat_template(&[ChatMessage::user(prompt_text(&p.problem))], true)?;
         let toks = model.tokenizer.encode(&rendered)?;
-        if toks.len() + a.max_tokens > max_ctx {
+        if toks.len().saturating_add(a.max_tokens) > max_ctx {
             bail!(
                 "problem {} (line {}): prompt of {} tokens plus --max-tokens {} exceeds the model's context of {max_ctx} tokens",
                 p.index,
@@ -126,7 +126,7 @@ pub fn run(a: MathArgs) -> Result<()> {
     let cfg = engine_config(a.kv.kv_dtype(), compression, longest + a.max_tokens);
     let mut engine = Engine::new(model, cfg)?;
 
-    let total = (problems.len() * a.samples) as u64;
+    let total = problems.len().saturating_mul(a.samples) as u64;
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template(
@@ -139,7 +139,7 @@ pub fn run(a: MathArgs) -> Result<()> {
     let mut generated_tokens = 0usize;
     let mut kv_slots_peak = 0usize;
     for (p, prompt) in problems.iter().zip(&prompts) {
-        let mut samples = Vec::with_capacity(a.samples);
+        let mut samples = Vec::new();
         let mut n_correct = 0usize;
         for j in 0..a.samples {
             let req = GenerationRequest {
