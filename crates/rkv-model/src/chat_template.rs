@@ -88,6 +88,9 @@ impl ChatTemplate {
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_keep_trailing_newline(false);
+        // A template comes with the model file: one that loops without end stops with an
+        // error instead of hanging (a real one spends a few dozen units per message).
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_auto_escape_callback(|_| AutoEscape::None);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
@@ -166,6 +169,12 @@ impl ChatTemplate {
     }
 }
 
+/// Instructions a template may run for one rendering (minijinja's fuel).
+const TEMPLATE_FUEL: u64 = 10_000_000;
+
+/// Widest `tojson` indent a template may ask for.
+const MAX_INDENT: usize = 64;
+
 fn raise_exception(msg: String) -> Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, msg))
 }
@@ -177,7 +186,15 @@ fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value,
         Some(v) if v.is_none() || v.is_undefined() => None,
         Some(v) => Some(match v.as_str() {
             Some(s) => s.to_owned(),
-            None => " ".repeat(usize::try_from(v).unwrap_or(0)),
+            None => match usize::try_from(v).unwrap_or(0) {
+                n if n > MAX_INDENT => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        format!("tojson: indent {n} is larger than {MAX_INDENT}"),
+                    ))
+                }
+                n => " ".repeat(n),
+            },
         }),
         None => None,
     };

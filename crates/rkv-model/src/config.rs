@@ -6,6 +6,14 @@
 use crate::error::{ModelError, Result};
 use crate::rope::{RopeConfig, RopeStyle};
 
+/// Most layers a model may declare (llama.cpp's `LLAMA_MAX_LAYERS`): a file's layer count
+/// sizes allocations before its tensors are read.
+pub const MAX_LAYERS: usize = 512;
+
+/// Widest attention head a model may declare (released models use at most 256): the
+/// head dim sizes RoPE tables before the tensors are read.
+pub const MAX_HEAD_DIM: usize = 4096;
+
 /// The architectures rkv runs; all are pre-norm decoders with SwiGLU MLPs and GQA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
@@ -78,6 +86,18 @@ impl ModelConfig {
             return bad(format!(
                 "layers {}, heads {}, kv heads {} and head dim {} must all be positive",
                 self.n_layers, self.n_heads, self.n_kv_heads, self.head_dim
+            ));
+        }
+        if self.n_layers > MAX_LAYERS || self.head_dim > MAX_HEAD_DIM {
+            return bad(format!(
+                "{} layers of head dim {}: at most {MAX_LAYERS} layers and head dim {MAX_HEAD_DIM}",
+                self.n_layers, self.head_dim
+            ));
+        }
+        if self.n_heads.checked_mul(self.head_dim).is_none() {
+            return bad(format!(
+                "{} heads of head dim {} overflow",
+                self.n_heads, self.head_dim
             ));
         }
         if !self.n_heads.is_multiple_of(self.n_kv_heads) {

@@ -62,6 +62,23 @@ fn chat_template_raise_exception_surfaces() {
     ));
 }
 
+/// A template (it comes with the model file) that loops without end, or asks `tojson`
+/// for a gigantic indent, is a render error rather than a hang or an abort.
+#[test]
+fn chat_template_hostile_templates_are_errors() {
+    let endless =
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x";
+    assert!(matches!(
+        render(endless, &[], false),
+        Err(ChatTemplateError::Render(_))
+    ));
+    let wide = "{{ messages | tojson(indent=100000000000) }}";
+    assert!(matches!(
+        render(wide, &[ChatMessage::user("x")], false),
+        Err(ChatTemplateError::Render(_))
+    ));
+}
+
 #[test]
 fn chat_template_list_form() {
     let v = json!([

@@ -23,6 +23,9 @@ use tokenizers::{AddedToken, DecoderWrapper, NormalizerWrapper};
 use super::{pretokenizer::PreTokenizerKind, tk_err, Inner, TokenizerError};
 use crate::chat_template::ChatTemplate;
 
+/// Longest SentencePiece token (in bytes) given merges; real vocabularies stay far below.
+const MAX_MERGED_TOKEN_BYTES: usize = 1024;
+
 type Metadata = HashMap<String, Value>;
 
 const TOKEN_TYPE_CONTROL: i64 = 3;
@@ -254,8 +257,11 @@ fn build_spm(
     let vocab = vocab_map(tokens);
     let mut cands: Vec<(f32, u32, u32, u32)> = Vec::new();
     for (id, tok) in tokens.iter().enumerate() {
-        if types[id] != 1 {
-            continue; // only normal tokens are merge results
+        // Only normal tokens are merge results. Finding a token's splits costs its
+        // length squared: tokens far longer than any real vocabulary's are left without
+        // merges (a crafted file could otherwise make loading take hours).
+        if types[id] != 1 || tok.len() > MAX_MERGED_TOKEN_BYTES {
+            continue;
         }
         for (k, _) in tok.char_indices().skip(1) {
             if let (Some(&l), Some(&r)) = (vocab.get(&tok[..k]), vocab.get(&tok[k..])) {

@@ -62,7 +62,22 @@ impl GgufSource {
             source,
         })?;
         let mut reader = BufReader::new(Tracked { file, pos: 0 });
-        let content = Content::read(&mut reader).map_err(|e| {
+        // candle's reader panics on some corrupt headers (a `general.alignment` of 0
+        // divides by zero): that is an error in the file, not a crash of the process.
+        let read =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Content::read(&mut reader)))
+                .map_err(|payload| ModelError::BadGguf {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "the GGUF reader failed on the header: {}",
+                    payload
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a malformed header".into())
+                ),
+            })?;
+        let content = read.map_err(|e| {
             let reason = candle_message(&e);
             match reason.strip_prefix("unknown dtype for tensor ") {
                 Some(code) => ModelError::UnsupportedQuant(code.to_string()),
@@ -309,6 +324,27 @@ impl GgufSource {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A header whose `general.alignment` is 0 (candle's reader divides by it) is a
+    /// "bad GGUF" error, not a crash.
+    #[test]
+    fn zero_alignment_is_an_error() {
+        let mut tmp = tempfile::NamedTempFile::new().expect("temp file");
+        let key = b"general.alignment";
+        let mut bytes = b"GGUF".to_vec();
+        bytes.extend(3u32.to_le_bytes()); // version
+        bytes.extend(0u64.to_le_bytes()); // tensors
+        bytes.extend(1u64.to_le_bytes()); // metadata entries
+        bytes.extend((key.len() as u64).to_le_bytes());
+        bytes.extend(key);
+        bytes.extend(4u32.to_le_bytes()); // type u32
+        bytes.extend(0u32.to_le_bytes());
+        tmp.write_all(&bytes).expect("write");
+        let err = GgufSource::open(tmp.path(), WeightMode::Native)
+            .err()
+            .expect("refused");
+        assert!(matches!(err, ModelError::BadGguf { .. }), "{err}");
+    }
 
     /// The tracked position is the file's own through reads and seeks of every kind, seen
     /// through a small buffer as the parser sees it.

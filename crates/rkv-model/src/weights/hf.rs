@@ -52,24 +52,15 @@ pub fn parse_config(text: &str) -> Result<ModelConfig> {
         .head_dim
         .unwrap_or(c.hidden_size / c.num_attention_heads.max(1));
     let theta = c.rope_theta.unwrap_or(10000.0);
-    let freq_factors = match &c.rope_scaling {
-        Some(s) if s.rope_type.as_deref() == Some("llama3") => Some(llama3_freq_factors(
-            theta,
-            head_dim,
-            s.factor.unwrap_or(8.0),
-            s.low_freq_factor.unwrap_or(1.0),
-            s.high_freq_factor.unwrap_or(4.0),
-            s.original_max_position_embeddings.unwrap_or(8192.0),
-        )),
-        Some(s) => {
+    if let Some(s) = &c.rope_scaling {
+        if s.rope_type.as_deref() != Some("llama3") {
             return Err(ModelError::BadConfig(format!(
                 "unsupported rope_scaling type {:?}",
                 s.rope_type
-            )))
+            )));
         }
-        None => None,
-    };
-    let cfg = ModelConfig {
+    }
+    let mut cfg = ModelConfig {
         arch,
         vocab_size: c.vocab_size,
         hidden_size: c.hidden_size,
@@ -82,12 +73,23 @@ pub fn parse_config(text: &str) -> Result<ModelConfig> {
         rope: RopeConfig {
             theta,
             style: RopeStyle::Half,
-            freq_factors,
+            freq_factors: None,
         },
         max_context: c.max_position_embeddings.unwrap_or(4096),
         tie_embeddings: c.tie_word_embeddings.unwrap_or(false),
     };
+    // Validated first: the factors' length is the head dim's, which must be sane.
     cfg.validate()?;
+    if let Some(s) = &c.rope_scaling {
+        cfg.rope.freq_factors = Some(llama3_freq_factors(
+            theta,
+            head_dim,
+            s.factor.unwrap_or(8.0),
+            s.low_freq_factor.unwrap_or(1.0),
+            s.high_freq_factor.unwrap_or(4.0),
+            s.original_max_position_embeddings.unwrap_or(8192.0),
+        ));
+    }
     Ok(cfg)
 }
 
@@ -192,5 +194,37 @@ impl TensorSource for HfSource {
 
     fn vector(&mut self, name: TensorName, len: usize) -> Result<Vec<f32>> {
         self.f32_values(&Self::hf_name(name, false), &[len])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(layers: &str, extra: &str) -> String {
+        format!(
+            r#"{{"model_type": "llama", "vocab_size": 32, "hidden_size": 16,
+                "intermediate_size": 32, "num_hidden_layers": {layers},
+                "num_attention_heads": 2, "num_key_value_heads": 1{extra}}}"#
+        )
+    }
+
+    /// Sizes that would make loading allocate without bound (or wrap) are refused by the
+    /// config check, before anything is sized by them.
+    #[test]
+    fn absurd_sizes_are_config_errors() {
+        let llama3 = r#", "rope_scaling": {"rope_type": "llama3"}"#;
+        assert!(parse_config(&config("2", "")).is_ok());
+        assert!(parse_config(&config("2", llama3)).is_ok());
+        for text in [
+            config("1000000000000", ""),
+            config("2", &format!(r#", "head_dim": 17179869184{llama3}"#)),
+            config("2", r#", "head_dim": 9223372036854776096"#),
+        ] {
+            match parse_config(&text) {
+                Err(ModelError::BadConfig(m)) => assert!(m.contains("at most"), "{m}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 }
