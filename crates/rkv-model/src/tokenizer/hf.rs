@@ -43,13 +43,13 @@ fn token_text(v: Option<&Value>) -> Option<&str> {
     }
 }
 
+/// Token ids given as a number or a list; ids that do not fit `u32` are dropped (a cast
+/// would wrap them onto real tokens).
 fn ids_of(v: Option<&Value>) -> Vec<u32> {
+    let id = |x: &Value| x.as_u64().and_then(|x| u32::try_from(x).ok());
     match v {
-        Some(Value::Number(n)) => n.as_u64().map(|x| x as u32).into_iter().collect(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|x| x.as_u64().map(|x| x as u32))
-            .collect(),
+        Some(n @ Value::Number(_)) => id(n).into_iter().collect(),
+        Some(Value::Array(a)) => a.iter().filter_map(id).collect(),
         _ => Vec::new(),
     }
 }
@@ -115,4 +115,18 @@ pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
         add_eos,
         chat_template,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_that_do_not_fit_u32_are_dropped() {
+        let v = serde_json::json!([2, 1099511627776u64, 7]);
+        assert_eq!(ids_of(Some(&v)), vec![2, 7]);
+        let big = serde_json::json!(4294967296u64);
+        assert!(ids_of(Some(&big)).is_empty());
+        assert_eq!(ids_of(Some(&serde_json::json!(5))), vec![5]);
+    }
 }
