@@ -133,7 +133,9 @@ impl Engine {
         compression: Option<CompressionConfig>,
     ) -> Result<SeqId> {
         if req.prompt.is_empty() {
-            return Err(EngineError::BadRequest("the prompt is empty".into()));
+            return Err(EngineError::BadRequest(
+                "the prompt has no tokens (empty, or nothing the tokenizer keeps)".into(),
+            ));
         }
         if req.max_tokens == 0 {
             return Err(EngineError::BadRequest(
