@@ -64,15 +64,15 @@ impl SeqCompression {
     /// Whether observation is needed for a step appending `n_new` tokens to `len_before`
     /// resident slots, and if so which of the step's tokens fill which window rows.
     /// `final_append` is false for the non-final chunks of a prompt (the prompt counts as
-    /// one append).
+    /// one append). An error when the window's buffer cannot be allocated.
     pub fn capture_for_step(
         &mut self,
         len_before: usize,
         n_new: usize,
         final_append: bool,
-    ) -> Option<(CaptureSpec, WindowLogits)> {
+    ) -> Result<Option<(CaptureSpec, WindowLogits)>> {
         if !self.cfg.policy.needs_window_logits() {
-            return None;
+            return Ok(None);
         }
         let (b, w) = (
             self.cfg.budget.saturating_add(self.cfg.buffer),
@@ -86,25 +86,25 @@ impl SeqCompression {
         } else if final_append && len_after > b.saturating_sub(w) && len_after < b {
             b
         } else {
-            return None;
+            return Ok(None);
         };
         let first_tok_idx = target - w; // index (in cache) of the window's first token
         let from_token = first_tok_idx.saturating_sub(len_before);
         if from_token >= n_new {
-            return None;
+            return Ok(None);
         }
         let first_row = len_before + from_token - first_tok_idx;
         let win = match self.window.take() {
             Some(win) if win.candidates == target - w => win,
-            _ => WindowLogits::new(&self.shape, w, target - w),
+            _ => WindowLogits::new(&self.shape, w, target - w)?,
         };
-        Some((
+        Ok(Some((
             CaptureSpec {
                 from_token,
                 first_row,
             },
             win,
-        ))
+        )))
     }
 
     /// Takes back the window buffer after a forward.
@@ -126,8 +126,14 @@ impl SeqCompression {
         final_append: bool,
     ) -> Result<Segment> {
         let len_before = table.len();
-        store.reserve(table, n)?;
-        let capture = self.capture_for_step(len_before, n, final_append);
+        let capture = self.capture_for_step(len_before, n, final_append)?;
+        if let Err(e) = store.reserve(table, n) {
+            // All or nothing: the window buffer goes back for the next try.
+            if let Some((_, win)) = capture {
+                self.return_window(win);
+            }
+            return Err(e);
+        }
         self.grow_accumulators(table.len());
         Ok(Segment {
             blocks: table.blocks().to_vec(),

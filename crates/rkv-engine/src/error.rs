@@ -21,6 +21,8 @@ pub enum EngineError {
         blocks: usize,
         block_bytes: Option<usize>,
     },
+    #[error("cannot allocate the observation window's logits ({window} x {candidates} per layer and KV head)")]
+    WindowAlloc { window: usize, candidates: usize },
     #[error("unknown sequence {0}")]
     UnknownSequence(u64),
     #[error("invalid compression config: {0}")]

@@ -15,6 +15,7 @@ use rkv_core::block_pool::BlockId;
 use rkv_core::policy::importance::max_into;
 use rkv_model::{Attention, AttentionShape};
 
+use crate::error::EngineError;
 use crate::kv_store::{KvBuf, KvStore};
 
 /// The observation window's logits over the compression candidates, kept across the steps
@@ -30,11 +31,19 @@ pub struct WindowLogits {
 }
 
 impl WindowLogits {
-    pub fn new(shape: &AttentionShape, window: usize, candidates: usize) -> Self {
-        Self {
-            candidates,
-            data: vec![vec![0f32; window * candidates]; shape.n_layers * shape.n_kv_heads],
-        }
+    /// The zeroed buffers, or an error (not an abort) when they cannot be allocated: their
+    /// size grows with the window (`--kv-window`) times the budget.
+    pub fn new(
+        shape: &AttentionShape,
+        window: usize,
+        candidates: usize,
+    ) -> crate::error::Result<Self> {
+        let refused = || EngineError::WindowAlloc { window, candidates };
+        let per_head = window.checked_mul(candidates).ok_or_else(refused)?;
+        let data = (0..shape.n_layers * shape.n_kv_heads)
+            .map(|_| bytemuck::allocation::try_zeroed_vec(per_head).map_err(|()| refused()))
+            .collect::<crate::error::Result<_>>()?;
+        Ok(Self { candidates, data })
     }
 }
 
@@ -406,5 +415,33 @@ impl Attention for PagedAttention<'_> {
             i = j;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window buffer too large to exist is an error, not an abort; a normal one is zeroed.
+    #[test]
+    fn window_buffers_are_allocated_fallibly() {
+        let shape = AttentionShape {
+            n_layers: 2,
+            n_heads: 4,
+            n_kv_heads: 2,
+            head_dim: 8,
+        };
+        let ok = WindowLogits::new(&shape, 8, 100).expect("small");
+        assert_eq!(ok.data.len(), 4);
+        assert!(ok
+            .data
+            .iter()
+            .all(|b| b.len() == 800 && b.iter().all(|&x| x == 0.0)));
+        for (w, c) in [(usize::MAX / 2, 3), (1 << 22, 1 << 22)] {
+            assert!(matches!(
+                WindowLogits::new(&shape, w, c),
+                Err(EngineError::WindowAlloc { .. })
+            ));
+        }
     }
 }

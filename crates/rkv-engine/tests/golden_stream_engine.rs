@@ -450,7 +450,7 @@ fn window_rows_all_observed_for_chunked_prompt() {
         let mut len = 0;
         for (i, &n) in chunks.iter().enumerate() {
             let last = i + 1 == chunks.len();
-            if let Some((spec, win)) = comp.capture_for_step(len, n, last) {
+            if let Some((spec, win)) = comp.capture_for_step(len, n, last).unwrap() {
                 for t in spec.from_token..n {
                     rows[spec.first_row + t - spec.from_token] = true;
                 }
