@@ -83,7 +83,12 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;
     let max_depth = a.depths.iter().copied().max().unwrap_or(0);
-    if max_depth.max(1).saturating_add(a.tokens) > ctx {
+    // A depth-0 run still prompts with one token.
+    if max_depth
+        .max(1)
+        .checked_add(a.tokens)
+        .is_none_or(|n| n > ctx)
+    {
         bail!(
             "depth {max_depth} + {} tokens exceeds the model's context of {ctx}",
             a.tokens
@@ -99,7 +104,11 @@ fn decode(a: DecodeArgs) -> Result<()> {
             || crate::fetch::DEFAULT_MODEL_FILE.to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-    let cfg = engine_config(a.kv.kv_dtype(), compression, max_depth + 1 + a.tokens);
+    let cfg = engine_config(
+        a.kv.kv_dtype(),
+        compression,
+        max_depth.saturating_add(1).saturating_add(a.tokens),
+    );
     let mut engine = Engine::new(model, cfg)?;
     for &depth in &a.depths {
         let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();

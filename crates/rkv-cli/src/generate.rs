@@ -73,7 +73,12 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         stop: a.stop.clone(),
     };
     let max_ctx = model.transformer.config().max_context;
-    if req.prompt.len().saturating_add(req.max_tokens) > max_ctx {
+    if req
+        .prompt
+        .len()
+        .checked_add(req.max_tokens)
+        .is_none_or(|n| n > max_ctx)
+    {
         bail!(
             "prompt of {} tokens plus --max-tokens {} exceeds the model's context of {max_ctx} tokens",
             req.prompt.len(),

@@ -148,7 +148,12 @@ impl Engine {
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
         }
-        if req.prompt.len().saturating_add(req.max_tokens) > self.max_context() {
+        if req
+            .prompt
+            .len()
+            .checked_add(req.max_tokens)
+            .is_none_or(|n| n > self.max_context())
+        {
             return Err(EngineError::TooLong {
                 prompt: req.prompt.len(),
                 max_new: req.max_tokens,

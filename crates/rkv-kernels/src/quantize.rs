@@ -11,10 +11,11 @@
 //!
 //! `d = amax / 127` is stored as f16; for Q8_1, `s = f16(d * sum(qs))` with the
 //! unrounded f32 `d`. The SIMD path gives bit-identical blocks to the scalar one for
-//! finite blocks whose `127 / amax` is finite (all-zero blocks included); blocks holding
-//! NaN or inf, or with `0 < amax < 127 / f32::MAX`, quantise differently on the two paths
-//! (the SIMD conversion saturates to -128, as ggml's does), and their `d` is NaN, inf or 0
-//! either way.
+//! finite blocks whose `127 / amax` is finite (all-zero blocks included). Blocks holding
+//! NaN or inf, or with `0 < amax < 127 / f32::MAX`, quantise differently on the two paths:
+//! the SIMD conversion turns NaN, inf and overflowed products into -128, as ggml's does,
+//! where the scalar one gives 0 or the clamped value, and a NaN may or may not reach the
+//! SIMD maximum depending on its lane (the scalar maximum ignores it).
 
 use half::f16;
 

@@ -281,6 +281,49 @@ fn gguf_sentencepiece_llama() {
     assert_eq!(out, "hello é");
 }
 
+/// SentencePiece tokens longer than 1 KB get no merges (finding a token's splits costs
+/// its length squared): with tokens "a", "aa", ... up to 2048 a's, 2048 a's encode as two
+/// 1024-a tokens, not the 2048-a one.
+#[test]
+fn gguf_sentencepiece_long_tokens_get_no_merges() {
+    let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
+    let mut types = vec![2, 3, 3];
+    for b in 0..=255u8 {
+        tokens.push(format!("<0x{b:02X}>"));
+        types.push(6);
+    }
+    let mut scores = vec![0.0f32; tokens.len()];
+    tokens.push("▁".into());
+    types.push(1);
+    scores.push(0.0);
+    for k in 0..=11 {
+        tokens.push("a".repeat(1 << k));
+        types.push(1);
+        scores.push(k as f32);
+    }
+    let c = gguf(vec![
+        ("tokenizer.ggml.model", Value::String("llama".into())),
+        ("tokenizer.ggml.tokens", strs(&tokens)),
+        (
+            "tokenizer.ggml.scores",
+            Value::Array(scores.into_iter().map(Value::F32).collect()),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            Value::Array(types.into_iter().map(Value::I32).collect()),
+        ),
+        ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
+    ]);
+    let tok = Tokenizer::from_gguf(&c).unwrap();
+    let (long, half) = (
+        tok.token_id(&"a".repeat(2048)).unwrap(),
+        tok.token_id(&"a".repeat(1024)).unwrap(),
+    );
+    let ids = tok.encode_raw(&"a".repeat(2048)).unwrap();
+    assert!(!ids.contains(&long), "{ids:?}");
+    assert_eq!(ids.iter().filter(|&&i| i == half).count(), 2, "{ids:?}");
+}
+
 #[test]
 fn hf_dir_tokenizer_json() {
     use tokenizers::models::bpe::BPE;

@@ -111,7 +111,11 @@ pub fn run(a: MathArgs) -> Result<()> {
             .tokenizer
             .apply_chat_template(&[ChatMessage::user(prompt_text(&p.problem))], true)?;
         let toks = model.tokenizer.encode(&rendered)?;
-        if toks.len().saturating_add(a.max_tokens) > max_ctx {
+        if toks
+            .len()
+            .checked_add(a.max_tokens)
+            .is_none_or(|n| n > max_ctx)
+        {
             bail!(
                 "problem {} (line {}): prompt of {} tokens plus --max-tokens {} exceeds the model's context of {max_ctx} tokens",
                 p.index,

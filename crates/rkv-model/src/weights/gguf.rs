@@ -94,10 +94,23 @@ impl GgufSource {
             })?
             .len();
         for (name, info) in &content.tensor_infos {
-            let bytes = info.shape.elem_count() / info.ggml_dtype.block_size()
-                * info.ggml_dtype.type_size();
-            let end = content.tensor_data_offset + info.offset + bytes as u64;
-            if end > file_len {
+            // Checked: a crafted shape or offset must not wrap past this test.
+            let end = info
+                .shape
+                .dims()
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+                .and_then(|n| {
+                    (n / info.ggml_dtype.block_size()).checked_mul(info.ggml_dtype.type_size())
+                })
+                .and_then(|bytes| u64::try_from(bytes).ok())
+                .and_then(|bytes| {
+                    content
+                        .tensor_data_offset
+                        .checked_add(info.offset)?
+                        .checked_add(bytes)
+                });
+            if end.is_none_or(|end| end > file_len) {
                 return Err(ModelError::BadGguf {
                     path: path.to_path_buf(),
                     reason: format!("tensor `{name}` runs past the end of the file (truncated?)"),

@@ -226,5 +226,19 @@ mod tests {
                 other => panic!("{text}: {other:?}"),
             }
         }
+        // 2^60 heads of 64 wrap a usize: refused, not wrapped into a plausible width.
+        let text = config("2", "")
+            .replace(
+                r#""num_attention_heads": 2"#,
+                r#""num_attention_heads": 1152921504606846976"#,
+            )
+            .replace(
+                r#""num_key_value_heads": 1"#,
+                r#""num_key_value_heads": 1, "head_dim": 64"#,
+            );
+        match parse_config(&text) {
+            Err(ModelError::BadConfig(m)) => assert!(m.contains("overflow"), "{m}"),
+            other => panic!("{text}: {other:?}"),
+        }
     }
 }
