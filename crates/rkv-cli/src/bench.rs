@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use rkv_engine::{Engine, GenerationRequest, SamplingParams, SeqStats};
+use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqStats};
 use serde_json::json;
 
 use crate::args::{engine_config, peak_rss_bytes, KvArgs, ModelArgs};
@@ -84,11 +84,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let ctx = model.transformer.config().max_context;
     let max_depth = a.depths.iter().copied().max().unwrap_or(0);
     // A depth-0 run still prompts with one token.
-    if max_depth
-        .max(1)
-        .checked_add(a.tokens)
-        .is_none_or(|n| n > ctx)
-    {
+    if !fits_context(max_depth.max(1), a.tokens, ctx) {
         bail!(
             "depth {max_depth} + {} tokens exceeds the model's context of {ctx}",
             a.tokens

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use rkv_engine::{Engine, GenerationOutput, GenerationRequest};
+use rkv_engine::{fits_context, Engine, GenerationOutput, GenerationRequest};
 use rkv_model::chat_template::ChatMessage;
 use serde_json::json;
 
@@ -73,12 +73,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         stop: a.stop.clone(),
     };
     let max_ctx = model.transformer.config().max_context;
-    if req
-        .prompt
-        .len()
-        .checked_add(req.max_tokens)
-        .is_none_or(|n| n > max_ctx)
-    {
+    if !fits_context(req.prompt.len(), req.max_tokens, max_ctx) {
         bail!(
             "prompt of {} tokens plus --max-tokens {} exceeds the model's context of {max_ctx} tokens",
             req.prompt.len(),

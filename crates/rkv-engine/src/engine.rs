@@ -17,7 +17,7 @@ use crate::error::{EngineError, Result};
 use crate::kv_store::{KvDtype, KvLayout, KvStore};
 use crate::paged_attention::{PagedAttention, Segment};
 use crate::request::{
-    FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
+    fits_context, FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
 };
 use crate::sampling::Sampler;
 use crate::sequence::Sequence;
@@ -148,12 +148,7 @@ impl Engine {
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
         }
-        if req
-            .prompt
-            .len()
-            .checked_add(req.max_tokens)
-            .is_none_or(|n| n > self.max_context())
-        {
+        if !fits_context(req.prompt.len(), req.max_tokens, self.max_context()) {
             return Err(EngineError::TooLong {
                 prompt: req.prompt.len(),
                 max_new: req.max_tokens,

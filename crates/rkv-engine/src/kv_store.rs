@@ -162,14 +162,12 @@ impl KvStore {
     /// A pool of `n_blocks` blocks; an error (not an abort) when its size overflows or
     /// the allocator refuses it.
     pub fn new(layout: KvLayout, dtype: KvDtype, n_blocks: usize) -> Result<Self> {
+        let block_elems = layout.checked_block_elems();
         let refused = || EngineError::KvAlloc {
             blocks: n_blocks,
-            block_bytes: layout
-                .checked_block_elems()
-                .and_then(|e| e.checked_mul(2 * dtype.bytes())),
+            block_bytes: block_elems.and_then(|e| e.checked_mul(2 * dtype.bytes())),
         };
-        let elems = layout
-            .checked_block_elems()
+        let elems = block_elems
             .and_then(|e| e.checked_mul(n_blocks))
             .ok_or_else(refused)?;
         let keys = KvBuf::zeroed(dtype, elems).ok_or_else(refused)?;

@@ -16,6 +16,8 @@ pub mod teacher;
 pub use engine::{Engine, EngineConfig};
 pub use error::{EngineError, Result};
 pub use kv_store::KvDtype;
-pub use request::{FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent};
+pub use request::{
+    fits_context, FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
+};
 pub use sampling::SamplingParams;
 pub use teacher::TeacherStats;

@@ -7,6 +7,12 @@ use crate::sampling::SamplingParams;
 
 pub type SeqId = u64;
 
+/// Whether a prompt of `prompt` tokens plus `max_new` generated ones fits a context of
+/// `context` tokens (a sum that overflows does not).
+pub fn fits_context(prompt: usize, max_new: usize, context: usize) -> bool {
+    prompt.checked_add(max_new).is_some_and(|n| n <= context)
+}
+
 #[derive(Debug, Clone)]
 pub struct GenerationRequest {
     pub prompt: Vec<u32>,

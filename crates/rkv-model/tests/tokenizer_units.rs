@@ -232,22 +232,25 @@ fn gguf_errors_are_clear() {
     assert!(matches!(err, TokenizerError::NoChatTemplate), "{err}");
 }
 
-#[test]
-fn gguf_sentencepiece_llama() {
+/// A `llama` (SentencePiece) tokenizer's GGUF metadata: `<unk>`, `<s>`, `</s>`, the 256
+/// byte tokens, then `words` (normal tokens, with their scores), and `extra` entries.
+fn sentencepiece_gguf(
+    words: impl Iterator<Item = (String, f32)>,
+    extra: Vec<(&str, Value)>,
+) -> Content {
     let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
     let mut types = vec![2, 3, 3];
     for b in 0..=255u8 {
         tokens.push(format!("<0x{b:02X}>"));
         types.push(6);
     }
-    let words = ["▁", "h", "e", "l", "o", "▁h", "ll", "▁he", "llo", "▁hello"];
     let mut scores = vec![0.0f32; tokens.len()];
-    for (i, w) in words.iter().enumerate() {
-        tokens.push((*w).to_owned());
+    for (w, score) in words {
+        tokens.push(w);
         types.push(1);
-        scores.push(-(i as f32));
+        scores.push(score);
     }
-    let c = gguf(vec![
+    let mut metadata = vec![
         ("tokenizer.ggml.model", Value::String("llama".into())),
         ("tokenizer.ggml.tokens", strs(&tokens)),
         (
@@ -258,10 +261,25 @@ fn gguf_sentencepiece_llama() {
             "tokenizer.ggml.token_type",
             Value::Array(types.into_iter().map(Value::I32).collect()),
         ),
-        ("tokenizer.ggml.bos_token_id", Value::U32(1)),
-        ("tokenizer.ggml.eos_token_id", Value::U32(2)),
         ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
-    ]);
+    ];
+    metadata.extend(extra);
+    gguf(metadata)
+}
+
+#[test]
+fn gguf_sentencepiece_llama() {
+    let words = ["▁", "h", "e", "l", "o", "▁h", "ll", "▁he", "llo", "▁hello"];
+    let c = sentencepiece_gguf(
+        words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| ((*w).to_owned(), -(i as f32))),
+        vec![
+            ("tokenizer.ggml.bos_token_id", Value::U32(1)),
+            ("tokenizer.ggml.eos_token_id", Value::U32(2)),
+        ],
+    );
     let tok = Tokenizer::from_gguf(&c).unwrap();
     let hello = tok.token_id("▁hello").unwrap();
     assert!(tok.adds_bos());
@@ -286,34 +304,9 @@ fn gguf_sentencepiece_llama() {
 /// 1024-a tokens, not the 2048-a one.
 #[test]
 fn gguf_sentencepiece_long_tokens_get_no_merges() {
-    let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
-    let mut types = vec![2, 3, 3];
-    for b in 0..=255u8 {
-        tokens.push(format!("<0x{b:02X}>"));
-        types.push(6);
-    }
-    let mut scores = vec![0.0f32; tokens.len()];
-    tokens.push("▁".into());
-    types.push(1);
-    scores.push(0.0);
-    for k in 0..=11 {
-        tokens.push("a".repeat(1 << k));
-        types.push(1);
-        scores.push(k as f32);
-    }
-    let c = gguf(vec![
-        ("tokenizer.ggml.model", Value::String("llama".into())),
-        ("tokenizer.ggml.tokens", strs(&tokens)),
-        (
-            "tokenizer.ggml.scores",
-            Value::Array(scores.into_iter().map(Value::F32).collect()),
-        ),
-        (
-            "tokenizer.ggml.token_type",
-            Value::Array(types.into_iter().map(Value::I32).collect()),
-        ),
-        ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
-    ]);
+    let words = std::iter::once(("▁".to_owned(), 0.0))
+        .chain((0..=11).map(|k| ("a".repeat(1 << k), k as f32)));
+    let c = sentencepiece_gguf(words, vec![]);
     let tok = Tokenizer::from_gguf(&c).unwrap();
     let (long, half) = (
         tok.token_id(&"a".repeat(2048)).unwrap(),

@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rkv_core::config::PolicyKind;
-use rkv_engine::{Engine, GenerationRequest, SamplingParams};
+use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams};
 use rkv_eval::grade::grade;
 use rkv_eval::{read_math_problems, MathProblem};
 use rkv_model::chat_template::ChatMessage;
@@ -111,11 +111,7 @@ pub fn run(a: MathArgs) -> Result<()> {
             .tokenizer
             .apply_chat_template(&[ChatMessage::user(prompt_text(&p.problem))], true)?;
         let toks = model.tokenizer.encode(&rendered)?;
-        if toks
-            .len()
-            .checked_add(a.max_tokens)
-            .is_none_or(|n| n > max_ctx)
-        {
+        if !fits_context(toks.len(), a.max_tokens, max_ctx) {
             bail!(
                 "problem {} (line {}): prompt of {} tokens plus --max-tokens {} exceeds the model's context of {max_ctx} tokens",
                 p.index,
