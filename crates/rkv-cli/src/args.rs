@@ -28,17 +28,26 @@ pub struct ModelArgs {
 /// start-up time and contention.
 const MAX_THREADS: usize = 512;
 
+/// The worker pool every command runs in: `threads` workers (`None`: one per core).
+///
+/// The command itself runs on one of the workers ([`rayon::ThreadPool::install`]), so
+/// each parallel kernel splits its work between the calling worker and the others. From
+/// a thread outside the pool, every parallel call (a few hundred per decoded token) would
+/// hand its work over and put the caller to sleep until it is done: on 2 cores that halved
+/// decode speed.
+pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
+    let mut builder = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        if n == 0 || n > MAX_THREADS {
+            anyhow::bail!("--threads must be between 1 and {MAX_THREADS}, got {n}");
+        }
+        builder = builder.num_threads(n);
+    }
+    builder.build().context("cannot set up the thread pool")
+}
+
 impl ModelArgs {
     pub fn load(&self) -> Result<LoadedModel> {
-        if let Some(n) = self.threads {
-            if n == 0 || n > MAX_THREADS {
-                anyhow::bail!("--threads must be between 1 and {MAX_THREADS}, got {n}");
-            }
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build_global()
-                .context("cannot set up the thread pool")?;
-        }
         let path = match &self.model {
             Some(p) => p.clone(),
             None => fetch::ensure_default_model()?,

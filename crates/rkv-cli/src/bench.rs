@@ -44,6 +44,15 @@ Early scribes recorded tables of squares and reciprocals on clay, and later geom
 why those rules held at all. Each generation re-checked the work of the one before, found \
 small errors, and wrote the corrections into the margins of old books. ";
 
+impl BenchCmd {
+    /// `--threads` of the commands that run a model.
+    pub fn threads(&self) -> Option<usize> {
+        match self {
+            BenchCmd::Decode(a) => a.model.threads,
+        }
+    }
+}
+
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Decode(a) => decode(a),

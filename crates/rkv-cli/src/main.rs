@@ -38,16 +38,32 @@ enum Cmd {
     Eval(eval::EvalCmd),
 }
 
+impl Cmd {
+    /// `--threads` of the commands that run a model.
+    fn threads(&self) -> Option<usize> {
+        match self {
+            Cmd::Generate(a) => a.model.threads,
+            Cmd::Fetch { .. } => None,
+            Cmd::Bench(b) => b.threads(),
+            Cmd::Eval(e) => e.threads(),
+        }
+    }
+
+    fn run(self) -> anyhow::Result<()> {
+        match self {
+            Cmd::Generate(a) => generate::run(a),
+            Cmd::Fetch { force } => {
+                fetch::fetch_default_model(force).map(|p| println!("{}", p.display()))
+            }
+            Cmd::Bench(b) => bench::run(b),
+            Cmd::Eval(e) => eval::run(e),
+        }
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
-    let res = match cli.cmd {
-        Cmd::Generate(a) => generate::run(a),
-        Cmd::Fetch { force } => {
-            fetch::fetch_default_model(force).map(|p| println!("{}", p.display()))
-        }
-        Cmd::Bench(b) => bench::run(b),
-        Cmd::Eval(e) => eval::run(e),
-    };
+    let res = args::thread_pool(cli.cmd.threads()).and_then(|pool| pool.install(|| cli.cmd.run()));
     if let Err(e) = res {
         let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
         eprintln!("error: {}", msg.join(": "));

@@ -18,6 +18,17 @@ pub enum EvalCmd {
     Math(math::MathArgs),
 }
 
+impl EvalCmd {
+    /// `--threads` of the commands that run a model.
+    pub fn threads(&self) -> Option<usize> {
+        match self {
+            EvalCmd::Fidelity(a) => a.model.threads,
+            EvalCmd::Grade(_) => None,
+            EvalCmd::Math(a) => a.model.threads,
+        }
+    }
+}
+
 pub fn run(cmd: EvalCmd) -> Result<()> {
     match cmd {
         EvalCmd::Fidelity(a) => fidelity::run(a),
