@@ -2,6 +2,12 @@
 //! the step loop.
 //!
 //! Must not know: HTTP, CLI flags, environment variables.
+//!
+//! Threads: the kernels split their work with rayon, in whatever pool the caller runs
+//! in. Drive the engine from a worker of that pool (`rayon::ThreadPool::install`, as the
+//! `rkv` binary does): from any other thread each of the few hundred parallel calls per
+//! step hands its work to the pool and sleeps until it is done, which on 2 cores halves
+//! decode speed.
 
 pub mod compression;
 pub mod engine;
