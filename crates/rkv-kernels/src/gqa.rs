@@ -118,9 +118,17 @@ mod avx512 {
         }
     }
 
+    /// Rows scored together: one register of results per head.
+    const BLOCK: usize = 16;
+
     /// # Safety
     /// Requires avx512f. Shapes as checked by `super::shape` with `d == 64`:
     /// `qs.len() == g * 64`, `scores.len() == g * n`, rows in bounds of `k`.
+    ///
+    /// Blocks of 16 rows: each row is widened once into a buffer, each head's
+    /// 16 products are left as 16-lane partial sums and reduced together
+    /// ([`reduce16`]: 15 adds for 16 rows, where reducing each row alone takes
+    /// 4); the last `n % 16` rows one at a time.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn scores(
         k: &[f16],
@@ -138,15 +146,72 @@ mod avx512 {
                 *qc = unsafe { _mm512_loadu_ps(qs.as_ptr().add(h * D + c * 16)) };
             }
         }
-        for j in 0..n {
+        let partial = |kv: &[__m512; 4], qh: &[__m512; 4]| {
+            let a = _mm512_fmadd_ps(kv[1], qh[1], _mm512_mul_ps(kv[0], qh[0]));
+            _mm512_fmadd_ps(kv[3], qh[3], _mm512_fmadd_ps(kv[2], qh[2], a))
+        };
+        // [BLOCK, 4] the block's rows, widened.
+        let mut rows = [[_mm512_setzero_ps(); 4]; BLOCK];
+        let blocks = n / BLOCK;
+        for b in 0..blocks {
+            let j0 = b * BLOCK;
+            for (r, row) in rows.iter_mut().enumerate() {
+                // SAFETY: row j0 + r < n lies in k (caller's contract).
+                *row = unsafe { load_row_h(k.as_ptr().add((j0 + r) * stride)) };
+            }
+            for (h, qh) in q.iter().enumerate().take(g) {
+                let sums = reduce16(std::array::from_fn(|r| partial(&rows[r], qh)));
+                // SAFETY: h * n + j0 + 16 <= h * n + n <= scores.len().
+                unsafe { _mm512_storeu_ps(scores.as_mut_ptr().add(h * n + j0), sums) };
+            }
+        }
+        for j in blocks * BLOCK..n {
             // SAFETY: row j lies in k (caller's contract).
             let kv = unsafe { load_row_h(k.as_ptr().add(j * stride)) };
             for (h, qh) in q.iter().enumerate().take(g) {
-                let a = _mm512_fmadd_ps(kv[1], qh[1], _mm512_mul_ps(kv[0], qh[0]));
-                let b = _mm512_fmadd_ps(kv[3], qh[3], _mm512_mul_ps(kv[2], qh[2]));
-                scores[h * n + j] = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+                scores[h * n + j] = _mm512_reduce_add_ps(partial(&kv, qh));
             }
         }
+    }
+
+    /// The 16 lane sums of `v`, in order: lane `r` of the result is the sum of
+    /// `v[r]`'s lanes. Four levels of shuffles and adds, each halving the
+    /// lanes per row while doubling the rows per register; the last leaves row
+    /// `4t + q` in lane `4q + t`, which one permutation puts back.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn reduce16(v: [__m512; 16]) -> __m512 {
+        // x[i] = [v[2i] (8 lanes) | v[2i + 1] (8 lanes)].
+        let x: [__m512; 8] = std::array::from_fn(|i| {
+            let (a, b) = (v[2 * i], v[2 * i + 1]);
+            _mm512_add_ps(
+                _mm512_shuffle_f32x4::<0x44>(a, b),
+                _mm512_shuffle_f32x4::<0xEE>(a, b),
+            )
+        });
+        // y[m]: 128-bit quarter t holds row 4m + t (4 lanes).
+        let y: [__m512; 4] = std::array::from_fn(|m| {
+            let (a, b) = (x[2 * m], x[2 * m + 1]);
+            _mm512_add_ps(
+                _mm512_shuffle_f32x4::<0x88>(a, b),
+                _mm512_shuffle_f32x4::<0xDD>(a, b),
+            )
+        });
+        // z[p]: quarter t holds rows 8p + t and 8p + 4 + t (2 lanes each).
+        let z: [__m512; 2] = std::array::from_fn(|p| {
+            let (a, b) = (y[2 * p], y[2 * p + 1]);
+            _mm512_add_ps(
+                _mm512_shuffle_ps::<0x44>(a, b),
+                _mm512_shuffle_ps::<0xEE>(a, b),
+            )
+        });
+        // Quarter t: rows t, 4 + t, 8 + t, 12 + t.
+        let w = _mm512_add_ps(
+            _mm512_shuffle_ps::<0x88>(z[0], z[1]),
+            _mm512_shuffle_ps::<0xDD>(z[0], z[1]),
+        );
+        let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        _mm512_permutexvar_ps(order, w)
     }
 
     /// # Safety

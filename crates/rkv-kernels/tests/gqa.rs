@@ -18,6 +18,7 @@ fn scores_and_weighted_sum_match_scalar() {
         (3usize, 64usize, 192usize, 37usize),
         (1, 64, 64, 5),
         (4, 64, 128, 16),
+        (2, 64, 64, 50),
         (5, 64, 64, 9),
         (3, 48, 100, 11),
         (2, 64, 64, 0),
