@@ -68,6 +68,23 @@ def llamacpp():
     return out
 
 
+def spread(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    return {"median": med, "min": xs[0], "max": xs[-1]}
+
+
+def llamacpp_prefill():
+    """llama.cpp's prompt tokens/s per depth, from its per-repeat lines."""
+    reps = {}
+    for line in text("llamacpp.txt").splitlines():
+        m = re.match(r"depth=(\d+) rep=\d+ prefill_tok_s=([\d.]+) ", line)
+        if m:
+            reps.setdefault(int(m.group(1)), []).append(float(m.group(2)))
+    return {d: spread(v) for d, v in reps.items()}
+
+
 def main():
     machine = "; ".join(" ".join(l.split()) for l in text("machine.txt").splitlines())
     date = text("date.txt")
@@ -109,6 +126,24 @@ def main():
             out.append(row)
         rss = max((r.get("peak_rss_bytes") or 0) for r in full)
         out += ["", f"Peak RSS of the run: {rss / 2**20:.0f} MiB.", ""]
+        pre = [r for r in full if r["depth"] > 0 and r.get("prefill_tokens_per_s")]
+        if pre:
+            lp = llamacpp_prefill()
+            out += ["Prefill in the same runs: the time to take in the depth's prompt before the first decoded "
+                    "token (rkv in steps of up to 256 tokens, llama.cpp in batches of 512), prompt tokens/s, "
+                    "median (min-max) over the repeats:", ""]
+            if lp:
+                out += ["| depth | rkv prefill tok/s | llama.cpp prefill tok/s | rkv / llama.cpp |", "|---|---|---|---|"]
+            else:
+                out += ["| depth | rkv prefill tok/s |", "|---|---|"]
+            for r in pre:
+                d, mine = r["depth"], r["prefill_tokens_per_s"]
+                row = f"| {d} | {fmt(mine)} |"
+                if lp:
+                    ref = lp.get(d)
+                    row += f" {fmt(ref)} | {mine['median'] / ref['median']:.2f} |" if ref else " - | - |"
+                out.append(row)
+            out.append("")
 
     cmd_r, rows = load("decode_rkv1024")
     decode, pairs = by_kind(rows)

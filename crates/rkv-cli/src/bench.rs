@@ -148,6 +148,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     "policy": policy,
                     "budget": a.kv.kv_budget,
                     "decode_tokens_per_s": summary_json(stats(&m.tps)),
+                    // The depth's prompt in one pass (for a compressing policy, with the
+                    // compression that follows it when the prompt reaches budget + buffer).
+                    "prefill_tokens_per_s": summary_json(stats(&m.prefill_tps)),
                     "compressions": m.compressions,
                     // Mean time of one compression event (all layers and heads) per repeat.
                     "compress_ms_per_event": m.events().map(|e| summary_json(stats(e))),
@@ -213,6 +216,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
 struct Measured {
     /// `[repeats]` decode tokens per second.
     tps: Vec<f64>,
+    /// `[repeats]` prompt tokens per second.
+    prefill_tps: Vec<f64>,
     /// `[repeats]` mean milliseconds of one compression event, and of its compaction
     /// (empty when the policy never compressed).
     event_ms: Vec<f64>,
@@ -224,6 +229,7 @@ struct Measured {
 impl Measured {
     fn add(&mut self, s: &SeqStats) {
         self.tps.push(s.decode_tokens_per_s());
+        self.prefill_tps.push(s.prefill_tokens_per_s());
         self.compressions = s.compressions;
         if s.compressions > 0 {
             self.event_ms.push(s.seconds_per_compression() * 1e3);
@@ -250,8 +256,10 @@ impl Measured {
 
 fn print_text(depth: usize, policy: &str, m: &Measured, repeat: usize, tokens: usize) {
     let (med, min, max) = stats(&m.tps);
+    let (pmed, pmin, pmax) = stats(&m.prefill_tps);
     println!(
-        "depth {depth:>6} {policy}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {repeat} x {tokens} tokens, kv_bytes_peak {}",
+        "depth {depth:>6} {policy}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {repeat} x {tokens} tokens, \
+         prefill {pmed:.1} tok/s (min {pmin:.1}, max {pmax:.1}), kv_bytes_peak {}",
         m.kv_bytes
     );
     if let (Some(e), Some(c)) = (m.events(), m.compactions()) {
