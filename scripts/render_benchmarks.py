@@ -30,6 +30,14 @@ def fmt(d, places=1):
     return f"{d['median']:.{places}f} ({d['min']:.{places}f}-{d['max']:.{places}f})"
 
 
+def spread(xs):
+    """Median, min and max of `xs` (non-empty)."""
+    xs = sorted(xs)
+    n = len(xs)
+    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    return {"median": med, "min": xs[0], "max": xs[-1]}
+
+
 def criterion_compress():
     """Per-iteration times (us) of criterion's samples, copied by bench.sh to bench/results/compress/."""
     folder = os.path.join(RES, "compress")
@@ -42,10 +50,8 @@ def criterion_compress():
             continue
         with open(os.path.join(folder, name)) as f:
             s = json.load(f)
-        per = sorted(t / i / 1000.0 for t, i in zip(s["times"], s["iters"]))
-        n = len(per)
-        med = per[n // 2] if n % 2 else (per[n // 2 - 1] + per[n // 2]) / 2
-        out.setdefault((int(m.group(2)), int(m.group(3))), {})[m.group(1)] = {"median": med, "min": per[0], "max": per[-1]}
+        per = [t / i / 1000.0 for t, i in zip(s["times"], s["iters"])]
+        out.setdefault((int(m.group(2)), int(m.group(3))), {})[m.group(1)] = spread(per)
     return out
 
 
@@ -66,13 +72,6 @@ def llamacpp():
         if m:
             out[int(m.group(1))] = {"median": float(m.group(2)), "min": float(m.group(3)), "max": float(m.group(4))}
     return out
-
-
-def spread(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-    return {"median": med, "min": xs[0], "max": xs[-1]}
 
 
 def llamacpp_prefill():
