@@ -3,8 +3,8 @@
 //!
 //! Owns: the order (lane `l` of 8 accumulates elements `l, l + 8, ...` by fused
 //! multiply-add, the tail as a partial block, then the tree 8 -> 4 -> 2 -> 1), its
-//! AVX-512 and portable implementations, batched forms that share loads ([`dots`],
-//! [`dots2`]), the norms and f64 sums of scaled rows. Elements widen to f32 first
+//! x86-64-v3 (AVX2, FMA, F16C: 256-bit registers) and portable implementations, batched
+//! forms that share loads ([`dots`], [`dots2`]), the norms and f64 sums of scaled rows. Elements widen to f32 first
 //! ([`KeyElem`]; exact for f16), so a result never depends on whether a row was stored in
 //! f16 or widened before.
 //!
@@ -101,7 +101,12 @@ fn madd(a: f32, b: f32, c: f32) -> f32 {
 /// The fixed reduction of the lane sums: a tree (8 -> 4 -> 2 -> 1), pairing lanes
 /// `(l, l + 4)`, then `(l, l + 2)`, then `(l, l + 1)`.
 #[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
+    all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ),
     allow(dead_code)
 )]
 #[inline(always)]
@@ -124,12 +129,22 @@ fn reduce(acc: &[f32; LANES]) -> f32 {
 #[inline(always)]
 pub fn dots<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N]) -> [f32; N] {
     let bs = bs.map(|b| &b[..a.len()]);
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
     {
-        // SAFETY: the target has AVX-512F; every `b` is exactly as long as `a`.
-        unsafe { avx512::dots(a, bs) }
+        // SAFETY: the target has AVX2, FMA and F16C; every `b` is exactly as long as `a`.
+        unsafe { v3::dots(a, bs) }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    )))]
     {
         dots_portable(a, bs)
     }
@@ -145,12 +160,23 @@ pub fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
 ) -> [[f32; N]; 2] {
     let n = a0.len().min(a1.len());
     let bs = bs.map(|b| &b[..n]);
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
     {
-        // SAFETY: the target has AVX-512F; `a0`, `a1` and every `b` have length `n`.
-        unsafe { avx512::dots2(&a0[..n], &a1[..n], bs) }
+        // SAFETY: the target has AVX2, FMA and F16C; `a0`, `a1` and every `b` have length
+        // `n`.
+        unsafe { v3::dots2(&a0[..n], &a1[..n], bs) }
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    )))]
     {
         [dots_portable(&a0[..n], bs), dots_portable(&a1[..n], bs)]
     }
@@ -158,7 +184,12 @@ pub fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
 
 /// [`dots`] in plain Rust (every `b` exactly as long as `a`).
 #[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
+    all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ),
     allow(dead_code)
 )]
 #[inline(always)]
@@ -184,18 +215,25 @@ fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N])
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-pub(super) use avx512::{fmadd_tail, tail_lanes};
+pub(super) use v3::{fmadd_tail, tail_lanes};
 
-/// [`dots`] on 256-bit registers (built where the target has AVX-512F, as the rest of the
-/// fast path): the same arithmetic as [`dots_portable`] (one lane per register lane,
-/// fused multiply-add, the tail's missing lanes left alone, the same reduction tree).
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-mod avx512 {
+/// [`dots`] on 256-bit registers, built where the target has AVX2, FMA and F16C
+/// (x86-64-v3, which AVX-512F implies): the same arithmetic as [`dots_portable`] (one
+/// lane per register lane, fused multiply-add, the tail's missing lanes left alone, the
+/// same reduction tree).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+mod v3 {
     use super::{KeyElem, LANES};
     use std::arch::x86_64::*;
 
     /// # Safety
-    /// The target must have AVX-512F and every `b` must be exactly as long as `a`.
+    /// The target must have AVX2, FMA and F16C, and every `b` must be exactly as long as
+    /// `a`.
     #[inline(always)]
     pub(super) unsafe fn dots<A: KeyElem, B: KeyElem, const N: usize>(
         a: &[A],
@@ -206,7 +244,8 @@ mod avx512 {
     }
 
     /// # Safety
-    /// The target must have AVX-512F; `a0`, `a1` and every `b` must have equal lengths.
+    /// The target must have AVX2, FMA and F16C; `a0`, `a1` and every `b` must have equal
+    /// lengths.
     #[inline(always)]
     pub(super) unsafe fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
         a0: &[A],
@@ -258,7 +297,7 @@ mod avx512 {
     /// sum into `+0.0`).
     ///
     /// # Safety
-    /// The target must have AVX2 (implied by AVX-512F).
+    /// The target must have AVX2.
     #[inline(always)]
     pub(in crate::policy) unsafe fn tail_lanes(n: usize) -> __m256 {
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -269,7 +308,7 @@ mod avx512 {
     /// `acc` as it is in the others.
     ///
     /// # Safety
-    /// The target must have AVX2 and FMA (implied by AVX-512F).
+    /// The target must have AVX2 and FMA.
     #[inline(always)]
     pub(in crate::policy) unsafe fn fmadd_tail(
         a: __m256,
@@ -320,6 +359,21 @@ mod avx512 {
         [all[0], all[4], all[2], all[6]]
     }
 
+    /// The tree 8 -> 4 -> 2 -> 1 of [`super::reduce`].
+    #[inline(always)]
+    unsafe fn reduce(v8: __m256) -> f32 {
+        let v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+        let v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+        _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)))
+    }
+}
+
+/// [`super::add_block`]'s whole registers on 512-bit registers.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+mod avx512 {
+    use super::KeyElem;
+    use std::arch::x86_64::*;
+
     /// The whole registers of [`super::add_block`]: elements `0..n - n % 16` of `sum`
     /// (`n = sum.len()`), 16 at a time; returns how many it did.
     ///
@@ -349,14 +403,6 @@ mod avx512 {
             c += 16;
         }
         full
-    }
-
-    /// The tree 8 -> 4 -> 2 -> 1 of [`super::reduce`].
-    #[inline(always)]
-    unsafe fn reduce(v8: __m256) -> f32 {
-        let v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
-        let v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
-        _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)))
     }
 }
 
