@@ -7,36 +7,53 @@
 //! products sum in a different order from the scalar references, so SIMD and
 //! scalar results agree to f32 rounding, not bit for bit.
 //!
-//! The AVX-512 code (`attn_avx512.rs`) is chosen at compile time; other
-//! builds run the scalar references.
+//! The AVX-512 code (`attn_avx512.rs`) or, without it, the AVX2 code
+//! (`attn_avx2.rs`) is chosen at compile time; other builds run the scalar
+//! references.
 
 use half::f16;
 
-/// Calls the AVX-512 version of `$f` when built with it, else the scalar one.
+/// Calls the AVX-512 version of `$f` when built with it, else the AVX2 one when built
+/// with AVX2, FMA and F16C, else the scalar one.
 macro_rules! dispatch {
     ($f:ident($($arg:expr),*)) => {{
         #[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx512f",
-    target_feature = "avx512bw",
-    target_feature = "avx512vl"
-))]
+            target_arch = "x86_64",
+            target_feature = "avx512f",
+            target_feature = "avx512bw",
+            target_feature = "avx512vl"
+        ))]
         // SAFETY: the target features the AVX-512 functions need are enabled
         // for the whole build (cfg above), so the running CPU has them.
         unsafe {
             crate::attn_avx512::$f($($arg),*)
         }
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c",
+            not(all(
+                target_feature = "avx512f",
+                target_feature = "avx512bw",
+                target_feature = "avx512vl"
+            ))
+        ))]
+        // SAFETY: as above, for AVX2, FMA and F16C.
+        unsafe {
+            crate::attn_avx2::$f($($arg),*)
+        }
         #[cfg(not(all(
-    target_arch = "x86_64",
-    target_feature = "avx512f",
-    target_feature = "avx512bw",
-    target_feature = "avx512vl"
-)))]
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c"
+        )))]
         scalar::$f($($arg),*)
     }};
 }
 
-/// Scalar references (test oracles and the non-AVX-512 implementation).
+/// Scalar references (test oracles and the implementation without AVX2).
 pub mod scalar {
     use half::f16;
 

@@ -7,8 +7,9 @@
 //! head's offset). Numerics: exact f16 -> f32 widening, f32 FMA accumulation;
 //! the summation order differs from the scalar loops (agreement to f32
 //! rounding). With AVX-512 and `d == 64`, `g <= 4` the query (or output)
-//! heads stay in registers; other shapes loop over [`dot_f16_multi`] /
-//! [`axpy_f16_multi`].
+//! heads stay in registers; otherwise, with AVX2 and `d` a multiple of 32,
+//! `g <= 4`, `gqa_avx2.rs`'s blocked kernels run; other shapes loop over
+//! [`dot_f16_multi`] / [`axpy_f16_multi`].
 
 use half::f16;
 
@@ -51,8 +52,28 @@ pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &m
         unsafe { avx512::scores(k, stride, qs, scores, g, n) };
         return;
     }
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
+    let done = if crate::gqa_avx2::fits(d, g) {
+        // SAFETY: the target has AVX2, FMA and F16C (cfg above); the shapes were
+        // checked by `shape` and `fits`.
+        unsafe { crate::gqa_avx2::scores(k, stride, d, qs, scores, g, n) }
+    } else {
+        0
+    };
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    )))]
+    let done = 0;
     let mut row = [0.0f32; 16];
-    for j in 0..n {
+    for j in done..n {
         let kj = &k[j * stride..j * stride + d];
         for h0 in (0..g).step_by(16) {
             let hn = (g - h0).min(16);
@@ -76,6 +97,18 @@ pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: 
         // SAFETY: avx512f is enabled for the whole build (cfg above); the
         // shapes were checked by `shape`.
         unsafe { avx512::weighted_sum(v, stride, w, out, g, n) };
+        return;
+    }
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
+    if crate::gqa_avx2::fits(d, g) {
+        // SAFETY: the target has AVX2, FMA and F16C (cfg above); the shapes were
+        // checked by `shape` and `fits`.
+        unsafe { crate::gqa_avx2::weighted_sum(v, stride, d, w, out, g, n) };
         return;
     }
     let mut a = [0.0f32; 16];

@@ -10,6 +10,18 @@
 pub mod attn;
 #[cfg(all(
     target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c",
+    not(all(
+        target_feature = "avx512f",
+        target_feature = "avx512bw",
+        target_feature = "avx512vl"
+    ))
+))]
+mod attn_avx2;
+#[cfg(all(
+    target_arch = "x86_64",
     target_feature = "avx512f",
     target_feature = "avx512bw",
     target_feature = "avx512vl"
@@ -26,6 +38,13 @@ pub mod dot;
 mod dot_avx2;
 pub mod error;
 pub mod gqa;
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+mod gqa_avx2;
 pub mod matmul;
 pub mod quantize;
 

@@ -1,5 +1,6 @@
 //! Row-batched GQA kernels against per-row scalar loops, for the d = 64 fast
-//! path and other shapes, with a strided cache.
+//! path (AVX-512), the multiples of 32 (AVX2) and other shapes, with a strided
+//! cache.
 
 mod common;
 
@@ -22,6 +23,10 @@ fn scores_and_weighted_sum_match_scalar() {
         (5, 64, 64, 9),
         (3, 48, 100, 11),
         (2, 64, 64, 0),
+        // Other widths the AVX2 kernels take (multiples of 32), blocks and tails.
+        (3, 128, 384, 21),
+        (4, 96, 96, 8),
+        (2, 32, 32, 13),
     ] {
         let cache = to_f16(&floats(&mut r, n.max(1) * stride, 1.0));
         let qs = floats(&mut r, g * d, 1.0);
