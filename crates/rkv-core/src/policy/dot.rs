@@ -4,9 +4,9 @@
 //! Owns: the order (lane `l` of 8 accumulates elements `l, l + 8, ...` by fused
 //! multiply-add, the tail as a partial block, then the tree 8 -> 4 -> 2 -> 1), its
 //! x86-64-v3 (AVX2, FMA, F16C: 256-bit registers) and portable implementations, batched
-//! forms that share loads ([`dots`], [`dots2`]), the norms and f64 sums of scaled rows. Elements widen to f32 first
-//! ([`KeyElem`]; exact for f16), so a result never depends on whether a row was stored in
-//! f16 or widened before.
+//! forms that share loads ([`dots`], [`dots2`]), the norms and f64 sums of scaled rows.
+//! Elements widen to f32 first ([`KeyElem`]; exact for f16), so a result never depends on
+//! whether a row was stored in f16 or widened before.
 //!
 //! Must not know: keys' meaning, thresholds, layouts of the cache.
 

@@ -47,7 +47,8 @@ pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// Eight consecutive elements at `p`, widened.
     ///
     /// # Safety
-    /// The target must have AVX2, FMA and F16C (x86-64-v3) and `p` must point to 8 readable elements.
+    /// The target must have AVX2, FMA and F16C (x86-64-v3) and `p` must point to 8
+    /// readable elements.
     #[cfg(all(
         target_arch = "x86_64",
         target_feature = "avx2",
@@ -59,7 +60,8 @@ pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// The first `n < 8` elements at `p`, widened, the other lanes zero.
     ///
     /// # Safety
-    /// The target must have AVX2, FMA and F16C and `p` must point to `n` readable elements.
+    /// The target must have AVX2, FMA and F16C and `p` must point to `n` readable
+    /// elements.
     #[cfg(all(
         target_arch = "x86_64",
         target_feature = "avx2",
