@@ -12,6 +12,8 @@ use crate::args::{engine_config, peak_rss_bytes, KvArgs, ModelArgs};
 pub enum BenchCmd {
     /// Single-stream decode speed at given context depths
     Decode(DecodeArgs),
+    /// The time of one compression event on real text (teacher-forced traces)
+    Events(crate::bench_events::EventsArgs),
 }
 
 #[derive(Args, Debug)]
@@ -49,6 +51,7 @@ impl BenchCmd {
     pub fn threads(&self) -> Option<usize> {
         match self {
             BenchCmd::Decode(a) => a.model.threads,
+            BenchCmd::Events(a) => a.model.threads,
         }
     }
 }
@@ -56,11 +59,12 @@ impl BenchCmd {
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Decode(a) => decode(a),
+        BenchCmd::Events(a) => crate::bench_events::run(a),
     }
 }
 
 /// Median, min and max of `xs` (non-empty).
-fn stats(xs: &[f64]) -> (f64, f64, f64) {
+pub(crate) fn stats(xs: &[f64]) -> (f64, f64, f64) {
     let mut xs = xs.to_vec();
     xs.sort_by(|a, b| a.total_cmp(b));
     let n = xs.len();
@@ -73,7 +77,7 @@ fn stats(xs: &[f64]) -> (f64, f64, f64) {
 }
 
 /// [`stats`] as JSON.
-fn summary_json((median, min, max): (f64, f64, f64)) -> serde_json::Value {
+pub(crate) fn summary_json((median, min, max): (f64, f64, f64)) -> serde_json::Value {
     json!({"median": median, "min": min, "max": max})
 }
 

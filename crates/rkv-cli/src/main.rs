@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod bench_events;
 mod eval;
 mod fetch;
 mod generate;

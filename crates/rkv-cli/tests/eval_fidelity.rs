@@ -2,23 +2,11 @@
 //! the trace's length reports KL 0 and agreement 1 exactly, and StreamingLLM at budget 128
 //! is measurably worse than FullKV (the metric can fail). Output shapes follow the issue.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 
-fn traces() -> PathBuf {
-    let dir = std::env::var_os("RKV_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
-        });
-    let p = dir.join("traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl");
-    assert!(
-        p.exists(),
-        "trace data missing at {}: set RKV_DATA_DIR to the folder holding traces/",
-        p.display()
-    );
-    p
-}
+use common::traces;
 
 #[test]
 fn full_budget_is_exact_and_streaming_drifts() {

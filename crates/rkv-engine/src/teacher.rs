@@ -5,6 +5,8 @@
 //! attention and compression schedule as generation, so what it measures is what users run.
 //! Must not know: metrics (the caller computes them from the logits), HTTP, CLI.
 
+use std::time::Instant;
+
 use rkv_core::block_pool::BlockTable;
 use rkv_core::config::CompressionConfig;
 
@@ -21,6 +23,10 @@ pub struct TeacherStats {
     pub kv_slots_peak: usize,
     /// Positions resident at the end, `[n_layers, n_kv_heads, resident]` flattened.
     pub final_positions: Vec<u32>,
+    /// Wall time of the compression events (all layers and heads), summed.
+    pub compress_seconds: f64,
+    /// Of which compaction (moving kept slots, freeing blocks): shared by every policy.
+    pub compact_seconds: f64,
 }
 
 impl Engine {
@@ -122,9 +128,12 @@ impl Engine {
                 stats.kv_slots_peak = stats.kv_slots_peak.max(table.len());
                 pos += n;
                 if final_append {
+                    let started = Instant::now();
                     let done = compression.maybe_compress(&mut this.store, table)?;
                     if done.evicted > 0 {
                         stats.compressions += 1;
+                        stats.compress_seconds += started.elapsed().as_secs_f64();
+                        stats.compact_seconds += done.compact_seconds;
                     }
                 }
             }

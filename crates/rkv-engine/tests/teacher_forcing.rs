@@ -51,6 +51,11 @@ fn chunked_equals_token_by_token_for_every_policy() {
         let (b, sb) = run(&mut e, &tokens, prompt, comp, 256);
         assert!(sa.compressions > 2, "{policy}: {sa:?}");
         assert_eq!(sa.compressions, sb.compressions, "{policy}");
+        // Every event is timed, its compaction within it.
+        for s in [&sa, &sb] {
+            assert!(s.compress_seconds > 0.0, "{policy}: {s:?}");
+            assert!(s.compact_seconds > 0.0 && s.compact_seconds <= s.compress_seconds);
+        }
         assert_eq!(
             sa.final_positions, sb.final_positions,
             "{policy}: kept sets differ"

@@ -66,12 +66,12 @@ pub struct Row {
     pub kv_slots_peak: usize,
 }
 
-struct Trace {
+pub(crate) struct Trace {
     prompt: String,
     output: String,
 }
 
-fn read_traces(path: &PathBuf, limit: Option<usize>) -> Result<Vec<Trace>> {
+pub(crate) fn read_traces(path: &PathBuf, limit: Option<usize>) -> Result<Vec<Trace>> {
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in BufReader::new(f).lines().enumerate() {
@@ -101,6 +101,49 @@ fn read_traces(path: &PathBuf, limit: Option<usize>) -> Result<Vec<Trace>> {
         bail!("{} holds no traces", path.display());
     }
     Ok(out)
+}
+
+/// Each trace as tokens and its prompt's length: the prompt rendered with the chat
+/// template (as is, with `no_chat`), the output appended (truncated to `max_tokens`),
+/// the whole cut to the model's context, with at least 2 output tokens.
+pub(crate) fn trace_tokens(
+    engine: &Engine,
+    traces: &[Trace],
+    max_tokens: Option<usize>,
+    no_chat: bool,
+) -> Result<Vec<(Vec<u32>, usize)>> {
+    let ctx = engine.model().config().max_context;
+    let mut inputs = Vec::new();
+    for (i, t) in traces.iter().enumerate() {
+        let rendered = if no_chat {
+            t.prompt.clone()
+        } else {
+            engine
+                .tokenizer()
+                .apply_chat_template(&[ChatMessage::user(t.prompt.clone())], true)?
+        };
+        let mut toks = engine.tokenizer().encode(&rendered)?;
+        let prompt_len = toks.len();
+        let mut out = engine.tokenizer().encode_raw(&t.output)?;
+        if let Some(n) = max_tokens {
+            out.truncate(n);
+        }
+        if out.len() < 2 {
+            bail!("trace {i}: the output has fewer than 2 tokens");
+        }
+        toks.extend(out);
+        if toks.len() > ctx {
+            toks.truncate(ctx);
+            if toks.len() < prompt_len.saturating_add(2) {
+                bail!(
+                    "trace {i}: the prompt of {prompt_len} tokens leaves fewer than 2 output tokens within the model's context of {ctx}"
+                );
+            }
+            eprintln!("trace {i}: truncated to the model's context of {ctx} tokens");
+        }
+        inputs.push((toks, prompt_len));
+    }
+    Ok(inputs)
 }
 
 /// Log-softmax of `x` in f64 sums, as f32.
@@ -136,36 +179,7 @@ pub fn run(a: FidelityArgs) -> Result<()> {
     let mut engine = Engine::new(model, cfg)?;
     let vocab = engine.model().config().vocab_size;
 
-    let mut inputs = Vec::new();
-    for (i, t) in traces.iter().enumerate() {
-        let rendered = if a.no_chat {
-            t.prompt.clone()
-        } else {
-            engine
-                .tokenizer()
-                .apply_chat_template(&[ChatMessage::user(t.prompt.clone())], true)?
-        };
-        let mut toks = engine.tokenizer().encode(&rendered)?;
-        let prompt_len = toks.len();
-        let mut out = engine.tokenizer().encode_raw(&t.output)?;
-        if let Some(n) = a.max_tokens {
-            out.truncate(n);
-        }
-        if out.len() < 2 {
-            bail!("trace {i}: the output has fewer than 2 tokens");
-        }
-        toks.extend(out);
-        if toks.len() > ctx {
-            toks.truncate(ctx);
-            if toks.len() < prompt_len.saturating_add(2) {
-                bail!(
-                    "trace {i}: the prompt of {prompt_len} tokens leaves fewer than 2 output tokens within the model's context of {ctx}"
-                );
-            }
-            eprintln!("trace {i}: truncated to the model's context of {ctx} tokens");
-        }
-        inputs.push((toks, prompt_len));
-    }
+    let inputs = trace_tokens(&engine, &traces, a.max_tokens, a.no_chat)?;
     let bar = ProgressBar::new((inputs.len() * (configs.len() + 1)) as u64).with_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed_precise} < {eta}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),

@@ -33,3 +33,20 @@ pub fn default_model() -> PathBuf {
     );
     p
 }
+
+/// The shared reasoning traces (`$RKV_DATA_DIR`, default `../shared/data`); fails with
+/// instructions when they are missing.
+pub fn traces() -> PathBuf {
+    let dir = std::env::var_os("RKV_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
+        });
+    let p = dir.join("traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl");
+    assert!(
+        p.exists(),
+        "trace data missing at {}: set RKV_DATA_DIR to the folder holding traces/",
+        p.display()
+    );
+    p
+}
