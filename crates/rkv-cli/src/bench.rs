@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use rkv_core::config::CompressionConfig;
 use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqStats};
 use serde_json::json;
 
@@ -76,6 +77,39 @@ pub(crate) fn stats(xs: &[f64]) -> (f64, f64, f64) {
     (med, xs[0], xs[n - 1])
 }
 
+/// [`stats`] of the per-repeat ratios `p[r] / q[r]` (the first policy's figure over the
+/// second's in the same repeat).
+pub(crate) fn ratio_stats(p: &[f64], q: &[f64]) -> (f64, f64, f64) {
+    let r: Vec<f64> = p.iter().zip(q).map(|(p, q)| p / q).collect();
+    stats(&r)
+}
+
+/// Which of `n` policies runs `k`-th in repeat `rep`: the order alternates, so that
+/// neither policy always runs right after the other.
+pub(crate) fn alternating(rep: usize, k: usize, n: usize) -> usize {
+    if rep.is_multiple_of(2) {
+        k
+    } else {
+        n - 1 - k
+    }
+}
+
+/// The policy of `--kv-policy` and, with `--compare-policy`, a second one at the same
+/// budget and tuning: `(name, config)` each.
+pub(crate) fn policy_runs(
+    kv: &KvArgs,
+    compare: Option<&str>,
+) -> Result<Vec<(String, CompressionConfig)>> {
+    let mut runs = vec![(kv.kv_policy.clone(), kv.compression()?)];
+    if let Some(other) = compare {
+        runs.push((
+            other.to_string(),
+            kv.compression_for("--compare-policy", other)?,
+        ));
+    }
+    Ok(runs)
+}
+
 /// [`stats`] as JSON.
 pub(crate) fn summary_json((median, min, max): (f64, f64, f64)) -> serde_json::Value {
     json!({"median": median, "min": min, "max": max})
@@ -85,14 +119,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
     if a.tokens == 0 || a.repeat == 0 || a.depths.is_empty() {
         bail!("--tokens, --repeat and --depths must be non-empty and positive");
     }
-    let compression = a.kv.compression()?;
-    let mut runs = vec![(a.kv.kv_policy.clone(), compression)];
-    if let Some(other) = &a.compare_policy {
-        runs.push((
-            other.clone(),
-            a.kv.compression_for("--compare-policy", other)?,
-        ));
-    }
+    let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
+    let compression = runs[0].1;
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;
     let max_depth = a.depths.iter().copied().max().unwrap_or(0);
@@ -123,9 +151,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
         let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();
         let mut measured = vec![Measured::default(); runs.len()];
         for rep in 0..a.repeat {
-            // Alternating order: neither policy always runs right after the other.
             for k in 0..runs.len() {
-                let k = if rep % 2 == 0 { k } else { runs.len() - 1 - k };
+                let k = alternating(rep, k, runs.len());
                 let req = GenerationRequest {
                     prompt: prompt.clone(),
                     sampling: SamplingParams::default(),
@@ -169,11 +196,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
         // Per repeat, the first policy's figure over the second's (same repeat).
         let paired = (measured.len() == 2).then(|| {
             let (x, y) = (&measured[0], &measured[1]);
-            let ratio = |p: &[f64], q: &[f64]| -> Vec<f64> {
-                p.iter().zip(q).map(|(p, q)| p / q).collect()
-            };
-            let speed = stats(&ratio(&x.tps, &y.tps));
-            let event = x.events().zip(y.events()).map(|(p, q)| stats(&ratio(p, q)));
+            let speed = ratio_stats(&x.tps, &y.tps);
+            let event = x.events().zip(y.events()).map(|(p, q)| ratio_stats(p, q));
             (speed, event)
         });
         if a.json {

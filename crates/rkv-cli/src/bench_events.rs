@@ -16,7 +16,7 @@ use rkv_engine::Engine;
 use serde_json::json;
 
 use crate::args::{engine_config, KvArgs, ModelArgs};
-use crate::bench::{stats, summary_json};
+use crate::bench::{alternating, policy_runs, ratio_stats, stats, summary_json};
 use crate::eval::fidelity::{read_traces, trace_tokens};
 
 #[derive(Args, Debug)]
@@ -63,13 +63,7 @@ pub fn run(a: EventsArgs) -> Result<()> {
     if a.repeat == 0 || a.limit == 0 {
         bail!("--repeat and --limit must be positive");
     }
-    let mut runs = vec![(a.kv.kv_policy.clone(), a.kv.compression()?)];
-    if let Some(other) = &a.compare_policy {
-        runs.push((
-            other.clone(),
-            a.kv.compression_for("--compare-policy", other)?,
-        ));
-    }
+    let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
     if let Some((name, _)) = runs.iter().find(|(_, c)| c.policy == PolicyKind::Full) {
         bail!("policy `{name}` never compresses: there is no event to time");
     }
@@ -85,8 +79,7 @@ pub fn run(a: EventsArgs) -> Result<()> {
     let mut measured = vec![Events::default(); runs.len()];
     for rep in 0..a.repeat {
         for k in 0..runs.len() {
-            // Alternating order: neither policy always runs right after the other.
-            let k = if rep % 2 == 0 { k } else { runs.len() - 1 - k };
+            let k = alternating(rep, k, runs.len());
             let (mut n, mut secs, mut compact) = (0, 0.0, 0.0);
             for (toks, prompt_len) in &inputs {
                 let st = engine.teacher_force(toks, *prompt_len, runs[k].1, 256, |_, _| {})?;
@@ -106,16 +99,8 @@ pub fn run(a: EventsArgs) -> Result<()> {
             m.compact_ms.push(compact * 1e3 / n as f64);
         }
     }
-    let ratio = (measured.len() == 2).then(|| {
-        let (x, y) = (&measured[0], &measured[1]);
-        let r: Vec<f64> = x
-            .event_ms
-            .iter()
-            .zip(&y.event_ms)
-            .map(|(p, q)| p / q)
-            .collect();
-        stats(&r)
-    });
+    let ratio =
+        (measured.len() == 2).then(|| ratio_stats(&measured[0].event_ms, &measured[1].event_ms));
     for ((policy, cfg), m) in runs.iter().zip(&measured) {
         let (em, elo, ehi) = stats(&m.event_ms);
         let (cm, clo, chi) = stats(&m.compact_ms);

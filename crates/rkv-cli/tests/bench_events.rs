@@ -6,17 +6,24 @@ mod common;
 
 use common::{default_model, rkv, traces};
 
-#[test]
-fn rkv_and_snapkv_events_on_a_trace() {
-    let model = default_model();
-    let t = traces();
-    let (code, out, err) = rkv(&[
+/// `rkv bench events` on the default model and the shared traces, then `extra`.
+fn events(extra: &[&str]) -> (i32, String, String) {
+    let (model, t) = (default_model(), traces());
+    let mut args = vec![
         "bench",
         "events",
         "--model",
         model.to_str().expect("utf-8 path"),
         "--traces",
         t.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    rkv(&args)
+}
+
+#[test]
+fn rkv_and_snapkv_events_on_a_trace() {
+    let (code, out, err) = events(&[
         "--max-tokens",
         "300",
         "--kv-policy",
@@ -60,18 +67,7 @@ fn rkv_and_snapkv_events_on_a_trace() {
 
 #[test]
 fn full_kv_has_no_event_to_time() {
-    let model = default_model();
-    let t = traces();
-    let (code, _, err) = rkv(&[
-        "bench",
-        "events",
-        "--model",
-        model.to_str().expect("utf-8 path"),
-        "--traces",
-        t.to_str().expect("utf-8 path"),
-        "--kv-policy",
-        "full",
-    ]);
+    let (code, _, err) = events(&["--kv-policy", "full"]);
     assert_ne!(code, 0);
     assert!(err.contains("never compresses"), "{err}");
 }

@@ -53,6 +53,45 @@ macro_rules! dispatch {
     }};
 }
 
+/// `$f::<G>($args)` with `G` the number of heads left, `$left`, up to 4 (the SIMD modules'
+/// multi-head kernels take the group size as a constant and handle the first `G` heads of
+/// longer slices); evaluates to `G`.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+macro_rules! with_group_size {
+    ($left:expr, $f:ident($($arg:expr),*)) => {
+        match $left {
+            1 => {
+                $f::<1>($($arg),*);
+                1
+            }
+            2 => {
+                $f::<2>($($arg),*);
+                2
+            }
+            3 => {
+                $f::<3>($($arg),*);
+                3
+            }
+            _ => {
+                $f::<4>($($arg),*);
+                4
+            }
+        }
+    };
+}
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+pub(crate) use with_group_size;
+
 /// Scalar references (test oracles and the implementation without AVX2).
 pub mod scalar {
     use half::f16;

@@ -12,6 +12,8 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use crate::attn::with_group_size;
+
 /// An element type loadable as 8 f32 lanes.
 trait Lanes: Copy {
     /// Eight elements at `p` as f32.
@@ -176,24 +178,7 @@ pub(crate) fn dot_f16_multi(k: &[f16], qs: &[f32], out: &mut [f32]) {
     let mut h = 0;
     while h < out.len() {
         let (o, q) = (&mut out[h..], &qs[(h * d).min(qs.len())..]);
-        h += match o.len() {
-            1 => {
-                dot_heads::<1>(k, q, o);
-                1
-            }
-            2 => {
-                dot_heads::<2>(k, q, o);
-                2
-            }
-            3 => {
-                dot_heads::<3>(k, q, o);
-                3
-            }
-            _ => {
-                dot_heads::<4>(k, q, &mut o[..4]);
-                4
-            }
-        };
+        h += with_group_size!(o.len(), dot_heads(k, q, o));
     }
 }
 
@@ -239,24 +224,7 @@ pub(crate) fn axpy_f16_multi(ys: &mut [f32], a: &[f32], x: &[f16]) {
     while h < a.len() {
         let start = (h * d).min(ys.len());
         let (y, ah) = (&mut ys[start..], &a[h..]);
-        h += match ah.len() {
-            1 => {
-                axpy_heads::<1>(y, ah, x);
-                1
-            }
-            2 => {
-                axpy_heads::<2>(y, ah, x);
-                2
-            }
-            3 => {
-                axpy_heads::<3>(y, ah, x);
-                3
-            }
-            _ => {
-                axpy_heads::<4>(y, &ah[..4], x);
-                4
-            }
-        };
+        h += with_group_size!(ah.len(), axpy_heads(y, ah, x));
     }
 }
 
