@@ -73,7 +73,29 @@ fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) {
         // SAFETY: the target has AVX-512F; every row is at least `sum.len()` long.
         unsafe { avx512::add_block(sum, block) }
     };
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        not(target_feature = "avx512f"),
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
+    let done = {
+        // SAFETY: the target has AVX2, FMA and F16C; every row is at least `sum.len()`
+        // long.
+        unsafe { v3::add_block(sum, block) }
+    };
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        any(
+            target_feature = "avx512f",
+            all(
+                target_feature = "avx2",
+                target_feature = "fma",
+                target_feature = "f16c"
+            )
+        )
+    )))]
     let done = 0;
     for (k, s) in sum.iter_mut().enumerate().skip(done) {
         let mut t = 0.0f32;
@@ -317,6 +339,37 @@ mod v3 {
         live: __m256,
     ) -> __m256 {
         _mm256_blendv_ps(acc, _mm256_fmadd_ps(a, b, acc), live)
+    }
+
+    /// The whole registers of [`super::add_block`]: elements `0..n - n % 8` of `sum`
+    /// (`n = sum.len()`), 8 at a time (the same fused multiply-adds per element, in row
+    /// order); returns how many it did.
+    ///
+    /// # Safety
+    /// The target must have AVX2, FMA and F16C; every row must be at least `sum.len()`
+    /// long.
+    #[cfg_attr(target_feature = "avx512f", allow(dead_code))]
+    #[inline(always)]
+    pub(super) unsafe fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) -> usize {
+        let n = sum.len();
+        let full = n - n % LANES;
+        let ps = sum.as_mut_ptr();
+        let mut c = 0;
+        while c < full {
+            let mut t = _mm256_setzero_ps();
+            for &(row, scale) in block {
+                t = _mm256_fmadd_ps(E::load8(row.as_ptr().add(c)), _mm256_set1_ps(scale), t);
+            }
+            let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(t));
+            let hi = _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1));
+            _mm256_storeu_pd(ps.add(c), _mm256_add_pd(_mm256_loadu_pd(ps.add(c)), lo));
+            _mm256_storeu_pd(
+                ps.add(c + 4),
+                _mm256_add_pd(_mm256_loadu_pd(ps.add(c + 4)), hi),
+            );
+            c += LANES;
+        }
+        full
     }
 
     /// [`reduce`] of every register, four at a time where possible.
