@@ -28,6 +28,14 @@ const FIRST_BLOCK: usize = 2;
 /// Fewest pending rows for the tiled scan (one tile).
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 const TILED_MIN_ROWS: usize = 8;
+#[cfg(all(
+    target_arch = "x86_64",
+    not(target_feature = "avx512f"),
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+const TILED_MIN_ROWS: usize = 4;
 
 /// The keys of one head with their inverse norms: the entry function `S[i][j]`.
 pub struct CosineRows<'a, E = f32> {
@@ -158,7 +166,8 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
     }
 
     /// The share of [`Self::latest_matches_of`] that tiles of 8 rows x 2 candidates take
-    /// where the target has AVX-512 (`super::tile`): many rows against a short run of
+    /// where the target has AVX-512 (`super::tile`), of 4 rows x 2 where it has AVX2, FMA
+    /// and F16C only (`super::tile_avx2`): many rows against a short run of
     /// candidates above all of them (the old rows against the new slots). Returns how
     /// many candidates it scanned from the top (0 where it does not apply).
     #[inline]
@@ -173,6 +182,27 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
             // SAFETY: the target has AVX-512F.
             return unsafe {
                 super::tile::latest_matches_tiled(
+                    self,
+                    pending,
+                    out.threshold,
+                    candidates.end,
+                    candidates.len(),
+                    out.latest,
+                    out.entry,
+                )
+            };
+        }
+        #[cfg(all(
+            target_arch = "x86_64",
+            not(target_feature = "avx512f"),
+            target_feature = "avx2",
+            target_feature = "fma",
+            target_feature = "f16c"
+        ))]
+        if pending.len() >= TILED_MIN_ROWS && pending.iter().all(|&i| i < candidates.start) {
+            // SAFETY: the target has AVX2, FMA and F16C.
+            return unsafe {
+                super::tile_avx2::latest_matches_tiled(
                     self,
                     pending,
                     out.threshold,

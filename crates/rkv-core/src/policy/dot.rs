@@ -236,7 +236,12 @@ fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N])
     acc.map(|acc| reduce(&acc))
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
 pub(super) use v3::{fmadd_tail, tail_lanes};
 
 /// [`dots`] on 256-bit registers, built where the target has AVX2, FMA and F16C

@@ -21,6 +21,14 @@ pub mod select;
 pub mod streaming;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 mod tile;
+#[cfg(all(
+    target_arch = "x86_64",
+    not(target_feature = "avx512f"),
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+))]
+mod tile_avx2;
 
 pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};

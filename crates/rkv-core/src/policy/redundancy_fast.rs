@@ -18,7 +18,7 @@
 //! - `r(i)` for the other slots appended since the last compression by a descending scan
 //!   over all slots (stopping at the first match), and for other older rows a descending
 //!   scan over the new slots only (new slots have larger indices, so a match there wins;
-//!   tiles of 8 rows x 2 candidates on AVX-512);
+//!   tiles of 8 rows x 2 candidates on AVX-512, of 4 rows x 2 on AVX2);
 //! - after a compression (one pass over the rows, `super::kept`), `r(i)` remapped to the
 //!   kept slots. A row whose `r(i)` was evicted is re-searched lazily: no kept slot above
 //!   the evicted one matched, so its new `r(i)` is a new slot if one matches at the next

@@ -1,0 +1,353 @@
+//! Tiles of 4 rows x 2 vectors of dot products on AVX2 (x86-64-v3 CPUs without
+//! AVX-512: AMD Zen 1-3, Intel cores before AVX-512), and the old rows' latest-match scan
+//! against a short run of candidates (the new slots, DESIGN.md §2 "Cost") built on them:
+//! the scan that dominates an R-KV event on heads whose keys are rarely similar.
+//!
+//! Owns: the tile's 8 dot products in [`super::dot`]'s order (lane `l` of a 256-bit
+//! register accumulates elements `l, l + 8, ...` by fused multiply-add, the tail as a
+//! partial block; the tree 8 -> 4 -> 2 -> 1 run on all 8 registers at once, pairing the
+//! same lanes at every level, so each product is bit-identical to its own
+//! [`super::dot::dot`]), the entries `S[i][j] = dot * (inv_i * inv_j)` of
+//! [`CosineRows::entry_from_dot`] 8 at a time, and the resolution of a tile's rows from
+//! one compare mask without branching on the data.
+//!
+//! Must not know: what the rows mean beyond the entry function, column sums, selection.
+//! Only built where the target has AVX2, FMA and F16C but not AVX-512F (which has its
+//! own tiles, `super::tile`, in twice the registers); the callers keep their portable
+//! loops.
+
+use std::arch::x86_64::*;
+
+use super::cosine::CosineRows;
+use super::dot::{fmadd_tail, tail_lanes};
+use super::keys::KeyElem;
+
+/// Rows per tile: 4 rows x 2 vectors are 8 accumulators, which with the two vectors and
+/// a row leave AVX2's 16 registers without spilling (8 rows did not fit).
+const ROWS: usize = 4;
+
+/// The fixed order's lane count: f32 lanes of the 256-bit accumulators.
+const W: usize = 8;
+
+/// Pending rows scanned together against every candidate before the next ones: widened
+/// once to f32, they stay in the L1 cache (8 KB at head dim 64) while the candidates
+/// pass, instead of every pending row being read from L2 and widened again for every
+/// pair of candidates.
+const BLOCK: usize = 32;
+
+/// For each row `i` of `pending` (each below the candidates), the largest candidate `j`
+/// of `top - count..top` with `S[i][j] > threshold` goes to `latest[i]`, its entry to
+/// `entry[i]`; `pending` keeps the rows without a match, in order. The rows are taken in
+/// blocks of [`BLOCK`], each scanned against the candidates two at a time from the top
+/// until none of its rows is pending (most rows match within the first few pairs); the
+/// candidates are widened once, as the deepest scan reaches them. An odd last candidate
+/// is left to the caller. Returns how many candidates every row still pending was
+/// scanned against, from the top.
+///
+/// # Safety
+/// The target must have AVX2, FMA and F16C.
+pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
+    s: &CosineRows<'_, E>,
+    pending: &mut Vec<usize>,
+    threshold: f32,
+    top: usize,
+    count: usize,
+    latest: &mut [u32],
+    entry: &mut [f32],
+) -> usize {
+    let d = s.keys.dim();
+    let dp = d.div_ceil(W) * W;
+    let pairs = count / 2;
+    if pairs == 0 || pending.is_empty() || dp == 0 || top > u32::MAX as usize {
+        return 0;
+    }
+    let thr = _mm256_set1_ps(threshold);
+    // Candidate `top - 1 - k` at `k * dp`, zero-padded to whole registers; the first
+    // `widened` of them are filled.
+    let mut cand = vec![0.0f32; 2 * pairs * dp];
+    let mut widened = 0;
+    // One block's rows widened (`[BLOCK, dp]`), and of its pending rows: indices, where
+    // their keys are in `rows`, inverse norms. A step reads and moves 4 of each; past the
+    // pending rows they hold stale values (every offset is some row's: a step that reads
+    // one computes products it ignores).
+    let mut rows = vec![0.0f32; BLOCK * dp];
+    let mut live = [0u32; BLOCK + ROWS];
+    let mut at = [0usize; BLOCK + ROWS];
+    let mut inv = [0.0f32; BLOCK + ROWS];
+    let mut e = [0.0f32; W];
+    let mut kept = 0;
+    for b in (0..pending.len()).step_by(BLOCK) {
+        let block = &pending[b..(b + BLOCK).min(pending.len())];
+        let mut n = block.len();
+        for (r, &i) in block.iter().enumerate() {
+            E::widen_into(s.row(i), &mut rows[r * dp..r * dp + d]);
+            live[r] = i as u32;
+            at[r] = r * dp;
+            inv[r] = s.inv_norm[i];
+        }
+        for k in 0..pairs {
+            if n == 0 {
+                break;
+            }
+            let (j0, j1) = (top - 1 - 2 * k, top - 2 - 2 * k);
+            while widened < 2 * k + 2 {
+                let j = top - 1 - widened;
+                E::widen_into(s.row(j), &mut cand[widened * dp..widened * dp + d]);
+                widened += 1;
+            }
+            let c0 = cand.as_ptr().add(2 * k * dp);
+            let c1 = c0.add(dp);
+            // Lanes 0-3 against candidate 0, lanes 4-7 against candidate 1 (the tile's
+            // order).
+            let inv_c = _mm256_setr_m128(_mm_set1_ps(s.inv_norm[j0]), _mm_set1_ps(s.inv_norm[j1]));
+            let mut still = 0;
+            let mut g = 0;
+            while g < n {
+                let m = (n - g).min(ROWS);
+                let ptrs: [*const f32; ROWS] =
+                    std::array::from_fn(|r| rows.as_ptr().add(at[g + r]));
+                let dots = tile(ptrs, c0, c1, d);
+                let inv4 = _mm_loadu_ps(inv.as_ptr().add(g));
+                // S[i][j] = dot * (inv_i * inv_j), as `CosineRows::entry_from_dot` (a row
+                // is never a candidate: the diagonal does not arise).
+                let ev = _mm256_mul_ps(dots, _mm256_mul_ps(_mm256_setr_m128(inv4, inv4), inv_c));
+                // The lanes of this step's rows (a short step's others are ignored).
+                let valid = ((1u32 << m) - 1) * 0x11;
+                let hits = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(ev, thr)) as u32 & valid;
+                if hits == 0 {
+                    // Most steps of a deep scan: every row stays, moved down as a whole.
+                    if still != g {
+                        live.copy_within(g..g + ROWS, still);
+                        inv.copy_within(g..g + ROWS, still);
+                        at.copy_within(g..g + ROWS, still);
+                    }
+                    still += m;
+                    g += ROWS;
+                    continue;
+                }
+                _mm256_storeu_ps(e.as_mut_ptr(), ev);
+                // Rows without a hit stay, packed down (written at or below where they
+                // were read); a hit with candidate 0, the later slot, wins. Selected, not
+                // branched on.
+                for r in 0..m {
+                    let (h0, h1) = ((hits >> r) & 1 == 1, (hits >> (r + 4)) & 1 == 1);
+                    let hit = h0 | h1;
+                    let i = live[g + r] as usize;
+                    let j = if h0 { j0 } else { j1 } as u32;
+                    let v = if h0 { e[r] } else { e[r + 4] };
+                    latest[i] = std::hint::select_unpredictable(hit, j, latest[i]);
+                    entry[i] = std::hint::select_unpredictable(hit, v, entry[i]);
+                    let (inv_i, at_i) = (inv[g + r], at[g + r]);
+                    live[still] = i as u32;
+                    inv[still] = inv_i;
+                    at[still] = at_i;
+                    still += usize::from(!hit);
+                }
+                g += ROWS;
+            }
+            n = still;
+        }
+        // Blocks are taken in order, so the rows still pending stay ascending.
+        for r in 0..n {
+            pending[kept + r] = live[r] as usize;
+        }
+        kept += n;
+    }
+    pending.truncate(kept);
+    2 * pairs
+}
+
+/// The 8 dot products of rows `r` (4, `d` elements each) with `c0` and `c1` (f32, at
+/// least `d` rounded up to a multiple of 8 long, zero-padded): row `r`'s product with
+/// `c0` ends in lane `r`, with `c1` in lane `4 + r` ([`reduce8`] of registers `2r` and
+/// `2r + 1`). The tail is the order's partial block.
+#[inline(always)]
+unsafe fn tile<E: KeyElem>(
+    r: [*const E; ROWS],
+    c0: *const f32,
+    c1: *const f32,
+    d: usize,
+) -> __m256 {
+    let mut acc = [_mm256_setzero_ps(); 2 * ROWS];
+    let full = d - d % W;
+    let mut c = 0;
+    while c < full {
+        let (v0, v1) = (_mm256_loadu_ps(c0.add(c)), _mm256_loadu_ps(c1.add(c)));
+        for (k, p) in r.iter().enumerate() {
+            let x = E::load8(p.add(c));
+            acc[2 * k] = _mm256_fmadd_ps(x, v0, acc[2 * k]);
+            acc[2 * k + 1] = _mm256_fmadd_ps(x, v1, acc[2 * k + 1]);
+        }
+        c += W;
+    }
+    if full < d {
+        let live = tail_lanes(d - full);
+        let (v0, v1) = (_mm256_loadu_ps(c0.add(c)), _mm256_loadu_ps(c1.add(c)));
+        for (k, p) in r.iter().enumerate() {
+            let x = E::load8_first(p.add(c), d - full);
+            acc[2 * k] = fmadd_tail(x, v0, acc[2 * k], live);
+            acc[2 * k + 1] = fmadd_tail(x, v1, acc[2 * k + 1], live);
+        }
+    }
+    reduce8(acc)
+}
+
+/// The tree of [`super::dot`] on 8 registers at once: level 1 pairs lanes `(l, l + 4)`,
+/// level 2 `(l, l + 2)`, level 3 `(l, l + 1)`, as each register's own reduction does.
+/// Register `q` ends in lane `4 (q % 2) + q / 2` (lanes 0-3 hold registers 0, 2, 4, 6 and
+/// lanes 4-7 registers 1, 3, 5, 7).
+#[inline(always)]
+unsafe fn reduce8(a: [__m256; 8]) -> __m256 {
+    // Level 1: x[m] = [a[2m] (4 lanes) | a[2m + 1] (4 lanes)].
+    let x: [__m256; 4] = std::array::from_fn(|m| {
+        let (p, q) = (a[2 * m], a[2 * m + 1]);
+        _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(p, q),
+            _mm256_permute2f128_ps::<0x31>(p, q),
+        )
+    });
+    // Level 2: per 128-bit block, two lanes from x[2n] and two from x[2n + 1]: block 0
+    // registers 4n, 4n + 2, block 1 registers 4n + 1, 4n + 3.
+    let z: [__m256; 2] = std::array::from_fn(|n| {
+        let (p, q) = (x[2 * n], x[2 * n + 1]);
+        _mm256_add_ps(
+            _mm256_shuffle_ps::<0x44>(p, q),
+            _mm256_shuffle_ps::<0xEE>(p, q),
+        )
+    });
+    // Level 3: per block, one lane each from z[0] (two registers) and z[1] (two).
+    _mm256_add_ps(
+        _mm256_shuffle_ps::<0x88>(z[0], z[1]),
+        _mm256_shuffle_ps::<0xDD>(z[0], z[1]),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::dot::{dot, inv_norms};
+    use super::super::keys::Rows;
+    use super::*;
+    use half::f16;
+
+    /// Every dot of a tile equals its own [`dot`], bit for bit, for f32 and f16 rows of
+    /// every width (full registers and a partial tail).
+    #[test]
+    fn tile_dots_match_dot() {
+        for d in [1usize, 5, 16, 17, 40, 64, 128] {
+            let dp = d.div_ceil(W) * W;
+            let val = |s: usize, k: usize| ((s * 131 + k * 7) as f32 * 0.173).sin() * 1.7;
+            // Rows back to back (a row's tail is followed by the next row, not zeros).
+            let rows: Vec<f32> = (0..ROWS * d).map(|k| val(k / d, k % d)).collect();
+            let half: Vec<f16> = rows.iter().map(|&x| f16::from_f32(x)).collect();
+            let wide: Vec<f32> = half.iter().map(|x| x.to_f32()).collect();
+            let pad = |s: usize| -> Vec<f32> {
+                (0..dp)
+                    .map(|k| if k < d { val(s, k) } else { 0.0 })
+                    .collect()
+            };
+            let (c0, c1) = (pad(50), pad(51));
+            let run = |v: __m256| unsafe {
+                let mut out = [0.0f32; W];
+                _mm256_storeu_ps(out.as_mut_ptr(), v);
+                out
+            };
+            let got32 = run(unsafe {
+                let ptrs: [*const f32; ROWS] = std::array::from_fn(|r| rows[r * d..].as_ptr());
+                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
+            });
+            let got16 = run(unsafe {
+                let ptrs: [*const f16; ROWS] = std::array::from_fn(|r| half[r * d..].as_ptr());
+                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
+            });
+            for lane in 0..W {
+                let (r, c) = (lane % ROWS, [&c0, &c1][lane / ROWS]);
+                let want = dot(&rows[r * d..(r + 1) * d], &c[..d]);
+                assert_eq!(
+                    got32[lane].to_bits(),
+                    want.to_bits(),
+                    "f32 d {d} lane {lane}"
+                );
+                let want = dot(&wide[r * d..(r + 1) * d], &c[..d]);
+                assert_eq!(
+                    got16[lane].to_bits(),
+                    want.to_bits(),
+                    "f16 d {d} lane {lane}"
+                );
+            }
+        }
+    }
+
+    /// Keys with near-copies, so that entries fall on both sides of the thresholds.
+    fn keys(len: usize, d: usize) -> Vec<f16> {
+        (0..len * d)
+            .map(|k| f16::from_f32(((k * 37 % 101) as f32 * 0.21).cos() + 0.3))
+            .collect()
+    }
+
+    /// The tiled scan resolves every row as one entry at a time would, on f16 rows, with
+    /// full and partial tiles, and leaves rows resolved before it alone.
+    #[test]
+    fn tiled_scan_matches_entries() {
+        let d = 24;
+        let len = 90;
+        let keys = keys(len, d);
+        let inv = inv_norms(&keys, d);
+        let s = CosineRows {
+            keys: Rows::flat(&keys, d),
+            inv_norm: &inv,
+        };
+        for (threshold, start, top) in [
+            (0.5f32, 60, 90),
+            (0.8, 41, 90),
+            (0.95, 70, 89),
+            (0.9, 5, 30),
+            (0.9, 3, 30),
+        ] {
+            // Every other row pending; the others hold a match found before.
+            let mut pending: Vec<usize> = (0..start).filter(|i| i % 3 != 1).collect();
+            let (mut latest, mut entry) = (vec![u32::MAX; len], vec![0.0f32; len]);
+            for i in (0..start).filter(|i| i % 3 == 1) {
+                (latest[i], entry[i]) = (7, 0.25);
+            }
+            let count = top - start;
+            let scanned = unsafe {
+                latest_matches_tiled(
+                    &s,
+                    &mut pending,
+                    threshold,
+                    top,
+                    count,
+                    &mut latest,
+                    &mut entry,
+                )
+            };
+            assert!(scanned <= count && scanned % 2 == 0);
+            if !pending.is_empty() {
+                assert_eq!(scanned, count - count % 2);
+            }
+            for i in 0..start {
+                if i % 3 == 1 {
+                    assert_eq!((latest[i], entry[i]), (7, 0.25), "row {i}");
+                    assert!(!pending.contains(&i));
+                    continue;
+                }
+                let want = (top - scanned..top)
+                    .rev()
+                    .map(|j| (j, s.entry(i, j)))
+                    .find(|&(_, v)| v > threshold);
+                match want {
+                    Some((j, v)) => {
+                        assert_eq!(latest[i], j as u32, "row {i}");
+                        assert_eq!(entry[i].to_bits(), v.to_bits(), "row {i}");
+                        assert!(!pending.contains(&i));
+                    }
+                    None => {
+                        assert_eq!(latest[i], u32::MAX, "row {i}");
+                        assert!(pending.contains(&i), "row {i}");
+                    }
+                }
+            }
+            assert!(pending.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}
