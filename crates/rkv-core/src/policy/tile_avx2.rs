@@ -30,10 +30,12 @@ const ROWS: usize = 4;
 const W: usize = 8;
 
 /// Pending rows scanned together against every candidate before the next ones: widened
-/// once to f32, they stay in the L1 cache (8 KB at head dim 64) while the candidates
+/// once to f32, they stay in the L1 cache (16 KB at head dim 64) while the candidates
 /// pass, instead of every pending row being read from L2 and widened again for every
-/// pair of candidates.
-const BLOCK: usize = 32;
+/// pair of candidates. Larger blocks also leave fewer partial tiles as rows resolve (on
+/// the model's layer-8 KV head 0: 7431 tiles with blocks of 16, 6777 with 32, 6449 with
+/// 64).
+const BLOCK: usize = 64;
 
 /// For each row `i` of `pending` (each below the candidates), the largest candidate `j`
 /// of `top - count..top` with `S[i][j] > threshold` goes to `latest[i]`, its entry to
@@ -80,7 +82,7 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
         let block = &pending[b..(b + BLOCK).min(pending.len())];
         let mut n = block.len();
         for (r, &i) in block.iter().enumerate() {
-            E::widen_into(s.row(i), &mut rows[r * dp..r * dp + d]);
+            widen(s.row(i), &mut rows[r * dp..r * dp + d]);
             live[r] = i as u32;
             at[r] = r * dp;
             inv[r] = s.inv_norm[i];
@@ -92,7 +94,7 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
             let (j0, j1) = (top - 1 - 2 * k, top - 2 - 2 * k);
             while widened < 2 * k + 2 {
                 let j = top - 1 - widened;
-                E::widen_into(s.row(j), &mut cand[widened * dp..widened * dp + d]);
+                widen(s.row(j), &mut cand[widened * dp..widened * dp + d]);
                 widened += 1;
             }
             let c0 = cand.as_ptr().add(2 * k * dp);
@@ -117,9 +119,9 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
                 if hits == 0 {
                     // Most steps of a deep scan: every row stays, moved down as a whole.
                     if still != g {
-                        live.copy_within(g..g + ROWS, still);
-                        inv.copy_within(g..g + ROWS, still);
-                        at.copy_within(g..g + ROWS, still);
+                        move_down(&mut live, g, still);
+                        move_down(&mut inv, g, still);
+                        move_down(&mut at, g, still);
                     }
                     still += m;
                     g += ROWS;
@@ -155,6 +157,35 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     }
     pending.truncate(kept);
     2 * pairs
+}
+
+/// `x[from..from + ROWS]` moved to `x[to..]` (`to < from`; the ranges may overlap): read
+/// whole, then written, in two register moves rather than a call.
+#[inline(always)]
+fn move_down<T: Copy + Default>(x: &mut [T], from: usize, to: usize) {
+    let mut v = [T::default(); ROWS];
+    v.copy_from_slice(&x[from..from + ROWS]);
+    x[to..to + ROWS].copy_from_slice(&v);
+}
+
+/// `src` widened into `dst` (as long as `src`): whole registers as [`KeyElem::load8`]
+/// reads them (the same exact values as [`KeyElem::widen_into`], without its call per
+/// row), the rest one at a time.
+///
+/// # Safety
+/// The target must have AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn widen<E: KeyElem>(src: &[E], dst: &mut [f32]) {
+    let n = src.len().min(dst.len());
+    let full = n - n % W;
+    let mut c = 0;
+    while c < full {
+        _mm256_storeu_ps(dst.as_mut_ptr().add(c), E::load8(src.as_ptr().add(c)));
+        c += W;
+    }
+    for k in full..n {
+        dst[k] = src[k].widen();
+    }
 }
 
 /// The 8 dot products of rows `r` (4, `d` elements each) with `c0` and `c1` (f32, at
