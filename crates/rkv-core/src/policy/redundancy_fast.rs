@@ -14,7 +14,7 @@
 //!   the cache ([`KeyRows`]: f16 or f32, in the cache's runs), so it prefetches ahead (and
 //!   the policy has asked for the keys during the importance already); on AVX-512 it
 //!   runs in tiles of 8 rows (`super::tile`), resolving 16 rows at a time without
-//!   branches;
+//!   branches, on AVX2 in tiles of 4 rows (`super::tile_avx2`);
 //! - `r(i)` for the other slots appended since the last compression by a descending scan
 //!   over all slots (stopping at the first match), and for other older rows a descending
 //!   scan over the new slots only (new slots have larger indices, so a match there wins;
@@ -193,7 +193,30 @@ fn incremental<'a, E: KeyElem>(
             rows.prefetch(i + AHEAD / 4, 16)
         })
     };
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    // SAFETY (AVX2 norms): the target has AVX2, FMA and F16C.
+    #[cfg(all(
+        target_arch = "x86_64",
+        not(target_feature = "avx512f"),
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
+    let done = unsafe {
+        super::tile_avx2::inv_norms_tiled(&rows, old, len, &mut inv, |i| {
+            rows.prefetch(i + AHEAD / 4, 8)
+        })
+    };
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        any(
+            target_feature = "avx512f",
+            all(
+                target_feature = "avx2",
+                target_feature = "fma",
+                target_feature = "f16c"
+            )
+        )
+    )))]
     let done = 0;
     for i in old + done..len {
         rows.prefetch(i + AHEAD / 4, 1);
@@ -321,7 +344,39 @@ fn newest_and_sums<E: KeyElem>(
             |i| s.keys.prefetch(i + AHEAD, 16),
         )
     };
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    // SAFETY (AVX2 sweep): the target has AVX2, FMA and F16C.
+    #[cfg(all(
+        target_arch = "x86_64",
+        not(target_feature = "avx512f"),
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
+    let done = unsafe {
+        super::tile_avx2::newest_and_sums_tiled(
+            s,
+            &c,
+            &sum,
+            threshold,
+            latest,
+            entry,
+            &mut sweep.sum_dots,
+            &mut pending,
+            &mut n,
+            |i| s.keys.prefetch(i + AHEAD, 4),
+        )
+    };
+    #[cfg(not(all(
+        target_arch = "x86_64",
+        any(
+            target_feature = "avx512f",
+            all(
+                target_feature = "avx2",
+                target_feature = "fma",
+                target_feature = "f16c"
+            )
+        )
+    )))]
     let done = 0;
     let (c, sum32) = (&c[..dim], &sum[..dim]);
     let mut resolve = |i: usize, d: f32| {

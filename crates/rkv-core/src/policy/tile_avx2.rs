@@ -1,7 +1,10 @@
 //! Tiles of 4 rows x 2 vectors of dot products on AVX2 (x86-64-v3 CPUs without
-//! AVX-512: AMD Zen 1-3, Intel cores before AVX-512), and the old rows' latest-match scan
-//! against a short run of candidates (the new slots, DESIGN.md §2 "Cost") built on them:
-//! the scan that dominates an R-KV event on heads whose keys are rarely similar.
+//! AVX-512: AMD Zen 1-3, Intel cores before AVX-512), and the passes of the incremental
+//! redundancy built on them (DESIGN.md §2 "Cost"): the first sweep (every row against the
+//! newest slot and the key sum), the old rows' latest-match scan against a short run of
+//! candidates (the new slots: the scan that dominates an R-KV event on heads whose keys
+//! are seldom similar), and the new rows' inverse norms, 8 at a time through the same
+//! reduction.
 //!
 //! Owns: the tile's 8 dot products in [`super::dot`]'s order (lane `l` of a 256-bit
 //! register accumulates elements `l, l + 8, ...` by fused multiply-add, the tail as a
@@ -20,7 +23,7 @@ use std::arch::x86_64::*;
 
 use super::cosine::CosineRows;
 use super::dot::{fmadd_tail, tail_lanes};
-use super::keys::KeyElem;
+use super::keys::{KeyElem, Rows};
 
 /// Rows per tile: 4 rows x 2 vectors are 8 accumulators, which with the two vectors and
 /// a row leave AVX2's 16 registers without spilling (8 rows did not fit).
@@ -159,6 +162,126 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     2 * pairs
 }
 
+/// Inverse norms `1 / (||k|| + 1e-8)` of rows `start..end`, 8 rows at a time (each
+/// squared norm in [`super::dot`]'s order, so every value is bit-identical to
+/// [`super::dot::inv_norm`]'s), appended to `out`. Returns how many rows it did (a
+/// multiple of 8); the rest is the caller's. `prefetch(i)` is called as rows `i..i + 8`
+/// are read.
+///
+/// # Safety
+/// The target must have AVX2, FMA and F16C.
+pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
+    rows: &Rows<'_, E>,
+    start: usize,
+    end: usize,
+    out: &mut Vec<f32>,
+    prefetch: impl Fn(usize),
+) -> usize {
+    let d = rows.dim();
+    let groups = end.saturating_sub(start) / W;
+    let full = d - d % W;
+    let (one, eps) = (_mm256_set1_ps(1.0), _mm256_set1_ps(1e-8));
+    // Register `q` of [`reduce8`] ends in lane `4 (q % 2) + q / 2`: row `q` is read into
+    // register `2 (q % 4) + q / 4`, so that it ends in lane `q`.
+    let reg = |q: usize| 2 * (q % 4) + q / 4;
+    let mut lanes = [0.0f32; W];
+    for g in 0..groups {
+        let i0 = start + g * W;
+        prefetch(i0);
+        let r: [*const E; W] = rows.ptrs_at(|q| i0 + q);
+        let mut acc = [_mm256_setzero_ps(); W];
+        let mut c = 0;
+        while c < full {
+            for (q, p) in r.iter().enumerate() {
+                let x = E::load8(p.add(c));
+                acc[reg(q)] = _mm256_fmadd_ps(x, x, acc[reg(q)]);
+            }
+            c += W;
+        }
+        if full < d {
+            let live = tail_lanes(d - full);
+            for (q, p) in r.iter().enumerate() {
+                let x = E::load8_first(p.add(c), d - full);
+                acc[reg(q)] = fmadd_tail(x, x, acc[reg(q)], live);
+            }
+        }
+        let sq = reduce8(acc);
+        let inv = _mm256_div_ps(one, _mm256_add_ps(_mm256_sqrt_ps(sq), eps));
+        _mm256_storeu_ps(lanes.as_mut_ptr(), inv);
+        out.extend_from_slice(&lanes);
+    }
+    groups * W
+}
+
+/// The first sweep's tiles: rows against the newest slot `j = len - 1` (widened in `c`)
+/// and the key sum (`sum`), both zero-padded to a multiple of 8, 4 rows per tile, for
+/// the rows below `4 * ((len - 1) / 4)` (the newest row, whose entry with itself is the
+/// diagonal's zero, is always left to the caller). Each row's sum product goes to
+/// `sum_dots`; a row whose entry with `j` is above the threshold takes `j` as its latest
+/// match (`latest`, `entry`), the others are appended to `pending` from `*n` on. Returns
+/// the rows swept; the rest is the caller's. `prefetch(i)` is called as rows `i..i + 4`
+/// are read (to ask the memory for rows ahead of them).
+///
+/// # Safety
+/// The target must have AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
+    s: &CosineRows<'_, E>,
+    c: &[f32],
+    sum: &[f32],
+    threshold: f32,
+    latest: &mut [u32],
+    entry: &mut [f32],
+    sum_dots: &mut [f32],
+    pending: &mut [usize],
+    n: &mut usize,
+    prefetch: impl Fn(usize),
+) -> usize {
+    let len = s.len();
+    let d = s.keys.dim();
+    let dp = d.div_ceil(W) * W;
+    if len == 0 || len > u32::MAX as usize || c.len() < dp || sum.len() < dp {
+        return 0;
+    }
+    let j = len - 1;
+    let steps = j / ROWS;
+    let thr = _mm_set1_ps(threshold);
+    let inv_j = _mm_set1_ps(s.inv_norm[j]);
+    let mut e = [0.0f32; ROWS];
+    let mut kept = *n;
+    for g in 0..steps {
+        let i0 = g * ROWS;
+        prefetch(i0);
+        let rows: [*const E; ROWS] = s.keys.ptrs_at(|r| i0 + r);
+        let v = tile(rows, c.as_ptr(), sum.as_ptr(), d);
+        let (dc, ds) = (_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        _mm_storeu_ps(sum_dots[i0..i0 + ROWS].as_mut_ptr(), ds);
+        // `CosineRows::entry_from_dot`: dot * (inv_i * inv_j) (these rows are below `j`).
+        let inv = _mm_loadu_ps(s.inv_norm[i0..i0 + ROWS].as_ptr());
+        let ev = _mm_mul_ps(dc, _mm_mul_ps(inv, inv_j));
+        let hits = _mm_movemask_ps(_mm_cmp_ps::<_CMP_GT_OQ>(ev, thr)) as u32;
+        _mm_storeu_ps(e.as_mut_ptr(), ev);
+        if hits == 0 {
+            // No row matches: all four are pending.
+            pending[kept..kept + ROWS].copy_from_slice(&[i0, i0 + 1, i0 + 2, i0 + 3]);
+            kept += ROWS;
+            continue;
+        }
+        // Hits selected, not branched on; every row is written to `pending` and kept by
+        // advancing `kept`.
+        for (r, &v) in e.iter().enumerate() {
+            let i = i0 + r;
+            let hit = (hits >> r) & 1 == 1;
+            latest[i] = std::hint::select_unpredictable(hit, j as u32, latest[i]);
+            entry[i] = std::hint::select_unpredictable(hit, v, entry[i]);
+            pending[kept] = i;
+            kept += usize::from(!hit);
+        }
+    }
+    *n = kept;
+    steps * ROWS
+}
+
 /// `x[from..from + ROWS]` moved to `x[to..]` (`to < from`; the ranges may overlap): read
 /// whole, then written, in two register moves rather than a call.
 #[inline(always)]
@@ -255,7 +378,7 @@ unsafe fn reduce8(a: [__m256; 8]) -> __m256 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dot::{dot, inv_norms};
+    use super::super::dot::{dot, inv_norm, inv_norms};
     use super::super::keys::Rows;
     use super::*;
     use half::f16;
@@ -308,11 +431,112 @@ mod tests {
         }
     }
 
+    /// Every tiled inverse norm equals [`inv_norm`]'s, bit for bit, for f32 and f16 rows
+    /// of every width, from any start row.
+    #[test]
+    fn tiled_inv_norms_match() {
+        for d in [1usize, 5, 16, 17, 40, 64, 128] {
+            let len = 53;
+            let vals: Vec<f32> = (0..len * d)
+                .map(|k| ((k * 37 % 101) as f32 * 0.21).cos() * 3.0 + 0.1)
+                .collect();
+            let half: Vec<f16> = vals.iter().map(|&x| f16::from_f32(x)).collect();
+            for start in [0usize, 3, 16] {
+                let mut got = Vec::new();
+                let done =
+                    unsafe { inv_norms_tiled(&Rows::flat(&vals, d), start, len, &mut got, |_| {}) };
+                assert_eq!(done, (len - start) / W * W);
+                let mut got16 = Vec::new();
+                let done16 = unsafe {
+                    inv_norms_tiled(&Rows::flat(&half, d), start, len, &mut got16, |_| {})
+                };
+                assert_eq!(done16, done);
+                for k in 0..done {
+                    let i = start + k;
+                    let want = inv_norm(&vals[i * d..(i + 1) * d]);
+                    assert_eq!(got[k].to_bits(), want.to_bits(), "f32 d {d} row {i}");
+                    let want = inv_norm(&half[i * d..(i + 1) * d]);
+                    assert_eq!(got16[k].to_bits(), want.to_bits(), "f16 d {d} row {i}");
+                }
+            }
+        }
+    }
+
     /// Keys with near-copies, so that entries fall on both sides of the thresholds.
     fn keys(len: usize, d: usize) -> Vec<f16> {
         (0..len * d)
             .map(|k| f16::from_f32(((k * 37 % 101) as f32 * 0.21).cos() + 0.3))
             .collect()
+    }
+
+    /// The tiled first sweep gives every row what one entry and one dot product at a
+    /// time give: the newest slot as its match or a place among the pending rows, and
+    /// its product with the sum; the newest row is left to the caller.
+    #[test]
+    fn tiled_sweep_matches_entries() {
+        for (len, d) in [
+            (8usize, 16usize),
+            (37, 24),
+            (90, 64),
+            (7, 8),
+            (5, 8),
+            (1, 8),
+            (64, 5),
+        ] {
+            let keys = keys(len, d);
+            let inv = inv_norms(&keys, d);
+            let runs: Vec<&[f16]> = keys.chunks(8 * d).collect();
+            let s = CosineRows {
+                keys: Rows::runs(&runs, 8, len, d).unwrap(),
+                inv_norm: &inv,
+            };
+            let dp = d.div_ceil(16) * 16;
+            let j = len - 1;
+            let mut c = vec![0.0f32; dp];
+            f16::widen_into(s.row(j), &mut c);
+            let mut sum = vec![0.0f32; dp];
+            for (k, x) in sum.iter_mut().take(d).enumerate() {
+                *x = (k as f32 * 0.3).sin() * 5.0;
+            }
+            for threshold in [0.5f32, 0.9, -0.2] {
+                let (mut latest, mut entry) = (vec![u32::MAX; len], vec![0.0f32; len]);
+                let mut sum_dots = vec![0.0f32; len];
+                let mut pending = vec![0usize; len];
+                let mut n = 0;
+                let done = unsafe {
+                    newest_and_sums_tiled(
+                        &s,
+                        &c,
+                        &sum,
+                        threshold,
+                        &mut latest,
+                        &mut entry,
+                        &mut sum_dots,
+                        &mut pending,
+                        &mut n,
+                        |_| {},
+                    )
+                };
+                assert_eq!(done, (len - 1) / ROWS * ROWS, "len {len}");
+                let mut want_pending = Vec::new();
+                for i in 0..done {
+                    assert_eq!(sum_dots[i].to_bits(), dot(&sum[..d], s.row(i)).to_bits());
+                    let v = s.entry_from_dot(i, j, dot(&c[..d], s.row(i)));
+                    if v > threshold {
+                        assert_eq!((latest[i], entry[i].to_bits()), (j as u32, v.to_bits()));
+                    } else {
+                        assert_eq!(latest[i], u32::MAX, "row {i}");
+                        want_pending.push(i);
+                    }
+                }
+                assert_eq!(
+                    pending[..n],
+                    want_pending[..],
+                    "len {len} d {d} thr {threshold}"
+                );
+                assert!(latest[done..].iter().all(|&r| r == u32::MAX));
+            }
+        }
     }
 
     /// The tiled scan resolves every row as one entry at a time would, on f16 rows, with
