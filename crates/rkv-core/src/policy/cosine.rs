@@ -25,18 +25,6 @@ const BLOCK: usize = 4;
 /// The narrower blocks [`CosineRows::latest_matches`] starts with (`BLOCK` divisible by it).
 const FIRST_BLOCK: usize = 2;
 
-/// Fewest pending rows for the tiled scan (one tile).
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-const TILED_MIN_ROWS: usize = 8;
-#[cfg(all(
-    target_arch = "x86_64",
-    not(target_feature = "avx512f"),
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
-const TILED_MIN_ROWS: usize = 4;
-
 /// The keys of one head with their inverse norms: the entry function `S[i][j]`.
 pub struct CosineRows<'a, E = f32> {
     /// `[len, dim]` raw keys.
@@ -165,9 +153,9 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         }
     }
 
-    /// The share of [`Self::latest_matches_of`] that tiles of 8 rows x 2 candidates take
-    /// where the target has AVX-512 (`super::tile`), of 4 rows x 2 where it has AVX2, FMA
-    /// and F16C only (`super::tile_avx2`): many rows against a short run of
+    /// The share of [`Self::latest_matches_of`] that tiles (`super::tile`: 8 rows x 2
+    /// candidates on AVX-512, 4 x 2 where the target has AVX2, FMA and F16C only) take:
+    /// many rows against a short run of
     /// candidates above all of them (the old rows against the new slots). Returns how
     /// many candidates it scanned from the top (0 where it does not apply).
     #[inline]
@@ -177,32 +165,17 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         candidates: &Range<usize>,
         out: &mut Resolved<'_>,
     ) -> usize {
-        #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-        if pending.len() >= TILED_MIN_ROWS && pending.iter().all(|&i| i < candidates.start) {
-            // SAFETY: the target has AVX-512F.
-            return unsafe {
-                super::tile::latest_matches_tiled(
-                    self,
-                    pending,
-                    out.threshold,
-                    candidates.end,
-                    candidates.len(),
-                    out.latest,
-                    out.entry,
-                )
-            };
-        }
         #[cfg(all(
             target_arch = "x86_64",
-            not(target_feature = "avx512f"),
             target_feature = "avx2",
             target_feature = "fma",
             target_feature = "f16c"
         ))]
-        if pending.len() >= TILED_MIN_ROWS && pending.iter().all(|&i| i < candidates.start) {
-            // SAFETY: the target has AVX2, FMA and F16C.
+        if pending.len() >= super::tile::MIN_ROWS && pending.iter().all(|&i| i < candidates.start) {
+            // SAFETY: the target has AVX2, FMA and F16C (and AVX-512F where
+            // `super::tile` is the AVX-512 module).
             return unsafe {
-                super::tile_avx2::latest_matches_tiled(
+                super::tile::latest_matches_tiled(
                     self,
                     pending,
                     out.threshold,

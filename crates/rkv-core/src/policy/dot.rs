@@ -87,14 +87,9 @@ fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) {
     };
     #[cfg(not(all(
         target_arch = "x86_64",
-        any(
-            target_feature = "avx512f",
-            all(
-                target_feature = "avx2",
-                target_feature = "fma",
-                target_feature = "f16c"
-            )
-        )
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
     )))]
     let done = 0;
     for (k, s) in sum.iter_mut().enumerate().skip(done) {

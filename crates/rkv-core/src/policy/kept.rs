@@ -3,9 +3,9 @@
 //! remapped to their new indices, their zeroed entries and inverse norms, the rows whose
 //! latest similar slot was evicted, and the evicted rows themselves.
 //!
-//! Owns: that pass, in plain Rust (a reference with a branch per row, and without
-//! branches on which rows are kept) and, where the target has AVX-512F, 16 rows at a time
-//! (the kept lanes packed by compress, the remap a gather); all give the same output.
+//! Owns: that pass, in plain Rust without branches on which rows are kept and, where the
+//! target has AVX-512F, 16 rows at a time (the kept lanes packed by compress, the remap a
+//! gather); both give the same output as the definition (a branch per row, in the tests).
 //!
 //! Must not know: what the entries mean, the key sum, selection rules.
 
@@ -38,82 +38,26 @@ pub(super) fn carry(new_index: &[u32], latest: &[u32], entry: &[f32], inv: &[f32
         .min(latest.len())
         .min(entry.len())
         .min(inv.len());
+    let mut out = Carried::default();
     #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    {
-        let mut out = Carried::default();
-        let done = if len <= i32::MAX as usize {
-            // SAFETY: the target has AVX-512F; the slices are at least `len` (`new_index`
-            // `len + 1`) long; every index fits the gather's signed 32 bits.
-            unsafe { avx512::carry(&new_index[..=len], latest, entry, inv, &mut out) }
-        } else {
-            0
-        };
-        carry_rows(done..len, &new_index[..=len], latest, entry, inv, &mut out);
-        out
-    }
+    let done = if len <= i32::MAX as usize {
+        // SAFETY: the target has AVX-512F; the slices are at least `len` (`new_index`
+        // `len + 1`) long; every index fits the gather's signed 32 bits.
+        unsafe { avx512::carry(&new_index[..=len], latest, entry, inv, &mut out) }
+    } else {
+        0
+    };
     #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
-    {
-        carry_unbranched(&new_index[..=len], latest, entry, inv)
-    }
+    let done = 0;
+    carry_rows(done..len, &new_index[..=len], latest, entry, inv, &mut out);
+    out
 }
 
-/// [`carry`] of every row without branching on which rows are kept (about one in nine
-/// is evicted, at places the branch predictor cannot learn): each row is written at the
-/// next kept place and at the next evicted place, and only one of the two counts
-/// advances. `new_index`: `[len + 1]`; the others at least `len` long.
-#[cfg_attr(
-    all(target_arch = "x86_64", target_feature = "avx512f"),
-    allow(dead_code)
-)]
-fn carry_unbranched(new_index: &[u32], latest: &[u32], entry: &[f32], inv: &[f32]) -> Carried {
-    let len = new_index.len() - 1;
-    // One place of slack each: a row is written before its count decides whether it stays.
-    let (mut m_out, mut e_out, mut v_out, mut ev_out) = (
-        vec![0u32; len + 1],
-        vec![0.0f32; len + 1],
-        vec![0.0f32; len + 1],
-        vec![0u32; len + 1],
-    );
-    let mut lost = Vec::new();
-    let (mut kept, mut evicted) = (0usize, 0usize);
-    for (i, ((&a, &r), (&e, &v))) in new_index[..len]
-        .iter()
-        .zip(latest)
-        .zip(entry.iter().zip(inv))
-        .enumerate()
-    {
-        let keep = a != NONE;
-        let m = new_index[(r as usize).min(len)];
-        m_out[kept] = m;
-        e_out[kept] = e;
-        v_out[kept] = v;
-        ev_out[evicted] = i as u32;
-        // Rare: a kept row whose latest similar slot was evicted.
-        if keep & (m == NONE) & (r != NONE) {
-            lost.push(kept as u32);
-        }
-        kept += usize::from(keep);
-        evicted += usize::from(!keep);
-    }
-    m_out.truncate(kept);
-    e_out.truncate(kept);
-    v_out.truncate(kept);
-    ev_out.truncate(evicted);
-    Carried {
-        latest: m_out,
-        entry: e_out,
-        inv: v_out,
-        lost,
-        evicted: ev_out,
-    }
-}
-
-/// [`carry`] of `rows` in plain Rust, appended to `out` (a branch per row: the reference,
-/// and the AVX-512 pass's partial last group).
-#[cfg_attr(
-    not(all(target_arch = "x86_64", target_feature = "avx512f")),
-    allow(dead_code)
-)]
+/// [`carry`] of `rows` in plain Rust, appended to `out`, without branching on which rows
+/// are kept (about one in nine is evicted, at places the branch predictor cannot learn):
+/// each row is written at the next kept place and at the next evicted place, and only
+/// one of the two counts advances. `new_index`: `[len + 1]`; the others at least `len`
+/// long.
 fn carry_rows(
     rows: std::ops::Range<usize>,
     new_index: &[u32],
@@ -123,21 +67,33 @@ fn carry_rows(
     out: &mut Carried,
 ) {
     let len = new_index.len() - 1;
+    let (k0, e0) = (out.latest.len(), out.evicted.len());
+    // One place of slack each: a row is written before its count decides whether it stays.
+    let room = rows.len() + 1;
+    out.latest.resize(k0 + room, 0);
+    out.entry.resize(k0 + room, 0.0);
+    out.inv.resize(k0 + room, 0.0);
+    out.evicted.resize(e0 + room, 0);
+    let (mut kept, mut evicted) = (k0, e0);
     for i in rows {
-        let a = new_index[i];
-        if a == NONE {
-            out.evicted.push(i as u32);
-            continue;
-        }
+        let keep = new_index[i] != NONE;
         let r = latest[i];
         let m = new_index[(r as usize).min(len)];
-        if m == NONE && r != NONE {
-            out.lost.push(out.latest.len() as u32);
+        out.latest[kept] = m;
+        out.entry[kept] = entry[i];
+        out.inv[kept] = inv[i];
+        out.evicted[evicted] = i as u32;
+        // Rare: a kept row whose latest similar slot was evicted.
+        if keep & (m == NONE) & (r != NONE) {
+            out.lost.push(kept as u32);
         }
-        out.latest.push(m);
-        out.entry.push(entry[i]);
-        out.inv.push(inv[i]);
+        kept += usize::from(keep);
+        evicted += usize::from(!keep);
     }
+    out.latest.truncate(kept);
+    out.entry.truncate(kept);
+    out.inv.truncate(kept);
+    out.evicted.truncate(evicted);
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
@@ -248,8 +204,36 @@ mod tests {
         (new_index, latest, entry, inv)
     }
 
-    /// The vectorised pass, the unbranched one and the plain one agree, for lengths with
-    /// and without a partial last group; the output is what its definition says.
+    /// [`carry`] with a branch per row, as the pass is defined.
+    fn carry_by_definition(
+        new_index: &[u32],
+        latest: &[u32],
+        entry: &[f32],
+        inv: &[f32],
+    ) -> Carried {
+        let len = new_index.len() - 1;
+        let mut out = Carried::default();
+        for i in 0..len {
+            let a = new_index[i];
+            if a == NONE {
+                out.evicted.push(i as u32);
+                continue;
+            }
+            let r = latest[i];
+            let m = new_index[(r as usize).min(len)];
+            if m == NONE && r != NONE {
+                out.lost.push(out.latest.len() as u32);
+            }
+            out.latest.push(m);
+            out.entry.push(entry[i]);
+            out.inv.push(inv[i]);
+        }
+        out
+    }
+
+    /// The pass (vectorised where it is) and the plain one agree with the definition, for
+    /// lengths with and without a partial last group; the output is what its definition
+    /// says.
     #[test]
     fn carry_matches_plain_rows() {
         for (len, seed) in [
@@ -262,11 +246,11 @@ mod tests {
         ] {
             let (new_index, latest, entry, inv) = case(len, seed);
             let got = carry(&new_index, &latest, &entry, &inv);
-            let mut want = Carried::default();
-            carry_rows(0..len, &new_index, &latest, &entry, &inv, &mut want);
+            let want = carry_by_definition(&new_index, &latest, &entry, &inv);
             assert_eq!(got, want, "len {len}");
-            let unbranched = carry_unbranched(&new_index, &latest, &entry, &inv);
-            assert_eq!(unbranched, want, "len {len}");
+            let mut plain = Carried::default();
+            carry_rows(0..len, &new_index, &latest, &entry, &inv, &mut plain);
+            assert_eq!(plain, want, "len {len}");
             let kept: Vec<usize> = (0..len).filter(|&i| new_index[i] != NONE).collect();
             assert_eq!(want.latest.len(), kept.len());
             assert_eq!(want.evicted.len(), len - kept.len());

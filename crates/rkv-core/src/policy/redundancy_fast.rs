@@ -13,8 +13,8 @@
 //!   of every row. The sweep is the compression's first read of most keys, straight from
 //!   the cache ([`KeyRows`]: f16 or f32, in the cache's runs), so it prefetches ahead (and
 //!   the policy has asked for the keys during the importance already); on AVX-512 it
-//!   runs in tiles of 8 rows (`super::tile`), resolving 16 rows at a time without
-//!   branches, on AVX2 in tiles of 4 rows (`super::tile_avx2`);
+//!   runs in tiles (`super::tile`: 8 rows on AVX-512, resolving 16 rows at a time
+//!   without branches, 4 rows on AVX2);
 //! - `r(i)` for the other slots appended since the last compression by a descending scan
 //!   over all slots (stopping at the first match), and for other older rows a descending
 //!   scan over the new slots only (new slots have larger indices, so a match there wins;
@@ -186,36 +186,24 @@ fn incremental<'a, E: KeyElem>(
     }
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
-    // SAFETY (AVX-512 norms): the target has AVX-512F.
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    let done = unsafe {
-        super::tile::inv_norms_tiled(&rows, old, len, &mut inv, |i| {
-            rows.prefetch(i + AHEAD / 4, 16)
-        })
-    };
-    // SAFETY (AVX2 norms): the target has AVX2, FMA and F16C.
+    // SAFETY (tiled norms): the target has x86-64-v3 (and AVX-512F where `super::tile`
+    // is the AVX-512 module).
     #[cfg(all(
         target_arch = "x86_64",
-        not(target_feature = "avx512f"),
         target_feature = "avx2",
         target_feature = "fma",
         target_feature = "f16c"
     ))]
     let done = unsafe {
-        super::tile_avx2::inv_norms_tiled(&rows, old, len, &mut inv, |i| {
-            rows.prefetch(i + AHEAD / 4, 8)
+        super::tile::inv_norms_tiled(&rows, old, len, &mut inv, |i| {
+            rows.prefetch(i + AHEAD / 4, super::tile::NORM_ROWS)
         })
     };
     #[cfg(not(all(
         target_arch = "x86_64",
-        any(
-            target_feature = "avx512f",
-            all(
-                target_feature = "avx2",
-                target_feature = "fma",
-                target_feature = "f16c"
-            )
-        )
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
     )))]
     let done = 0;
     for i in old + done..len {
@@ -328,8 +316,14 @@ fn newest_and_sums<E: KeyElem>(
     // and the hits are selected, not branched on (the decision is data-dependent).
     let mut pending = vec![0usize; len + 16];
     let mut n = 0;
-    // SAFETY (AVX-512 sweep): the target has AVX-512F; `pending` has 16 entries of slack.
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    // SAFETY (tiled sweep): the target has x86-64-v3 (and AVX-512F where `super::tile`
+    // is the AVX-512 module); `pending` has 16 entries of slack.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ))]
     let done = unsafe {
         super::tile::newest_and_sums_tiled(
             s,
@@ -341,41 +335,14 @@ fn newest_and_sums<E: KeyElem>(
             &mut sweep.sum_dots,
             &mut pending,
             &mut n,
-            |i| s.keys.prefetch(i + AHEAD, 16),
-        )
-    };
-    // SAFETY (AVX2 sweep): the target has AVX2, FMA and F16C.
-    #[cfg(all(
-        target_arch = "x86_64",
-        not(target_feature = "avx512f"),
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
-    let done = unsafe {
-        super::tile_avx2::newest_and_sums_tiled(
-            s,
-            &c,
-            &sum,
-            threshold,
-            latest,
-            entry,
-            &mut sweep.sum_dots,
-            &mut pending,
-            &mut n,
-            |i| s.keys.prefetch(i + AHEAD, 4),
+            |i| s.keys.prefetch(i + AHEAD, super::tile::SWEEP_ROWS),
         )
     };
     #[cfg(not(all(
         target_arch = "x86_64",
-        any(
-            target_feature = "avx512f",
-            all(
-                target_feature = "avx2",
-                target_feature = "fma",
-                target_feature = "f16c"
-            )
-        )
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
     )))]
     let done = 0;
     let (c, sum32) = (&c[..dim], &sum[..dim]);

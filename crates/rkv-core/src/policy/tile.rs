@@ -35,6 +35,15 @@ const LANES: usize = 16;
 /// The fixed order's lane count: f32 lanes of the 256-bit accumulators.
 const W: usize = 8;
 
+/// Fewest pending rows [`latest_matches_tiled`] is worth calling for (one tile).
+pub(super) const MIN_ROWS: usize = ROWS;
+
+/// Rows [`newest_and_sums_tiled`] reads per call of its `prefetch`.
+pub(super) const SWEEP_ROWS: usize = STEP;
+
+/// Rows [`inv_norms_tiled`] reads per call of its `prefetch`.
+pub(super) const NORM_ROWS: usize = LANES;
+
 /// For each row `i` of `pending` (each below the candidates), the largest candidate `j`
 /// of `top - count..top` with `S[i][j] > threshold` goes to `latest[i]`, its entry to
 /// `entry[i]`; `pending` keeps the rows without a match, in order. Candidates are taken

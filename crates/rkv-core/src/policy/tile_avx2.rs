@@ -16,8 +16,8 @@
 //!
 //! Must not know: what the rows mean beyond the entry function, column sums, selection.
 //! Only built where the target has AVX2, FMA and F16C but not AVX-512F (which has its
-//! own tiles, `super::tile`, in twice the registers); the callers keep their portable
-//! loops.
+//! own tiles, `tile.rs`, in twice the registers); `super::tile` names this module there,
+//! with the same functions and constants. The callers keep their portable loops.
 
 use std::arch::x86_64::*;
 
@@ -31,6 +31,15 @@ const ROWS: usize = 4;
 
 /// The fixed order's lane count: f32 lanes of the 256-bit accumulators.
 const W: usize = 8;
+
+/// Fewest pending rows [`latest_matches_tiled`] is worth calling for (one tile).
+pub(super) const MIN_ROWS: usize = ROWS;
+
+/// Rows [`newest_and_sums_tiled`] reads per call of its `prefetch`.
+pub(super) const SWEEP_ROWS: usize = ROWS;
+
+/// Rows [`inv_norms_tiled`] reads per call of its `prefetch`.
+pub(super) const NORM_ROWS: usize = W;
 
 /// Pending rows scanned together against every candidate before the next ones: widened
 /// once to f32, they stay in the L1 cache (16 KB at head dim 64) while the candidates
