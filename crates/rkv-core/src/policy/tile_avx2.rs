@@ -256,7 +256,7 @@ pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
     let steps = j / ROWS;
     let thr = _mm_set1_ps(threshold);
     let inv_j = _mm_set1_ps(s.inv_norm[j]);
-    let mut e = [0.0f32; ROWS];
+    let jv = _mm_set1_epi32(j as i32);
     let mut kept = *n;
     for g in 0..steps {
         let i0 = g * ROWS;
@@ -268,28 +268,49 @@ pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
         // `CosineRows::entry_from_dot`: dot * (inv_i * inv_j) (these rows are below `j`).
         let inv = _mm_loadu_ps(s.inv_norm[i0..i0 + ROWS].as_ptr());
         let ev = _mm_mul_ps(dc, _mm_mul_ps(inv, inv_j));
-        let hits = _mm_movemask_ps(_mm_cmp_ps::<_CMP_GT_OQ>(ev, thr)) as u32;
-        _mm_storeu_ps(e.as_mut_ptr(), ev);
-        if hits == 0 {
-            // No row matches: all four are pending.
-            pending[kept..kept + ROWS].copy_from_slice(&[i0, i0 + 1, i0 + 2, i0 + 3]);
-            kept += ROWS;
-            continue;
-        }
-        // Hits selected, not branched on; every row is written to `pending` and kept by
-        // advancing `kept`.
-        for (r, &v) in e.iter().enumerate() {
-            let i = i0 + r;
-            let hit = (hits >> r) & 1 == 1;
-            latest[i] = std::hint::select_unpredictable(hit, j as u32, latest[i]);
-            entry[i] = std::hint::select_unpredictable(hit, v, entry[i]);
-            pending[kept] = i;
-            kept += usize::from(!hit);
-        }
+        let hit = _mm_cmp_ps::<_CMP_GT_OQ>(ev, thr);
+        // The hits take `j` and their entries, the four rows at once; the others are
+        // packed into `pending` (one lookup of the permutation by the mask, no branch).
+        let to_latest = latest[i0..i0 + ROWS].as_mut_ptr().cast::<__m128i>();
+        _mm_storeu_si128(
+            to_latest,
+            _mm_blendv_epi8(_mm_loadu_si128(to_latest), jv, _mm_castps_si128(hit)),
+        );
+        let to_entry = entry[i0..i0 + ROWS].as_mut_ptr();
+        _mm_storeu_ps(to_entry, _mm_blendv_ps(_mm_loadu_ps(to_entry), ev, hit));
+        let stay = !_mm_movemask_ps(hit) as usize & 0xF;
+        let rows = _mm256_add_epi64(
+            _mm256_set1_epi64x(i0 as i64),
+            _mm256_setr_epi64x(0, 1, 2, 3),
+        );
+        let packed =
+            _mm256_permutevar8x32_epi32(rows, _mm256_loadu_si256(PACK[stay].as_ptr().cast()));
+        _mm256_storeu_si256(pending[kept..kept + ROWS].as_mut_ptr().cast(), packed);
+        kept += stay.count_ones() as usize;
     }
     *n = kept;
     steps * ROWS
 }
+
+/// For each 4-bit mask of rows, the permutation of a register of four 64-bit row indices
+/// (as eight 32-bit lanes) that packs the masked rows first, in order.
+const PACK: [[i32; 8]; 16] = {
+    let mut t = [[0i32; 8]; 16];
+    let mut m = 0;
+    while m < 16 {
+        let (mut k, mut r) = (0usize, 0i32);
+        while r < 4 {
+            if (m >> r) & 1 == 1 {
+                t[m][2 * k] = 2 * r;
+                t[m][2 * k + 1] = 2 * r + 1;
+                k += 1;
+            }
+            r += 1;
+        }
+        m += 1;
+    }
+    t
+};
 
 /// `x[from..from + ROWS]` moved to `x[to..]` (`to < from`; the ranges may overlap): read
 /// whole, then written, in two register moves rather than a call.
