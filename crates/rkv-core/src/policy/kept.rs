@@ -5,7 +5,8 @@
 //!
 //! Owns: that pass, in plain Rust without branches on which rows are kept and, where the
 //! target has AVX-512F, 16 rows at a time (the kept lanes packed by compress, the remap a
-//! gather); both give the same output as the definition (a branch per row, in the tests).
+//! gather), where it has AVX2 only, 8 at a time (packed by a permutation looked up by the
+//! mask); all give the same output as the definition (a branch per row, in the tests).
 //!
 //! Must not know: what the entries mean, the key sum, selection rules.
 
@@ -47,7 +48,19 @@ pub(super) fn carry(new_index: &[u32], latest: &[u32], entry: &[f32], inv: &[f32
     } else {
         0
     };
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    #[cfg(all(
+        target_arch = "x86_64",
+        not(target_feature = "avx512f"),
+        target_feature = "avx2"
+    ))]
+    let done = if len <= i32::MAX as usize {
+        // SAFETY: the target has AVX2; the slices are at least `len` (`new_index`
+        // `len + 1`) long; every index fits the gather's signed 32 bits.
+        unsafe { avx2::carry(&new_index[..=len], latest, entry, inv, &mut out) }
+    } else {
+        0
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
     let done = 0;
     carry_rows(done..len, &new_index[..=len], latest, entry, inv, &mut out);
     out
@@ -96,10 +109,73 @@ fn carry_rows(
     out.evicted.truncate(evicted);
 }
 
+/// The output buffers of a vectorised pass (`avx512`, `avx2`), written a group of rows at
+/// a time at the counts so far (so with a group's width of slack), then cut to them.
+#[cfg(all(
+    target_arch = "x86_64",
+    any(target_feature = "avx512f", target_feature = "avx2")
+))]
+struct Groups {
+    latest: Vec<u32>,
+    entry: Vec<f32>,
+    inv: Vec<f32>,
+    evicted: Vec<u32>,
+    /// Kept and evicted rows so far.
+    kept: usize,
+    gone: usize,
+}
+
+#[cfg(all(
+    target_arch = "x86_64",
+    any(target_feature = "avx512f", target_feature = "avx2")
+))]
+impl Groups {
+    /// Buffers for `len` rows, in groups of `lanes`.
+    fn new(len: usize, lanes: usize) -> Self {
+        Self {
+            latest: vec![0; len + lanes],
+            entry: vec![0.0; len + lanes],
+            inv: vec![0.0; len + lanes],
+            evicted: vec![0; len + lanes],
+            kept: 0,
+            gone: 0,
+        }
+    }
+
+    /// After a group of `lanes` rows whose kept lanes are the bits of `keep`: the new
+    /// indices of its `lost` lanes (kept rows whose latest similar slot was evicted:
+    /// rare) go to `out`, and the counts advance.
+    #[inline(always)]
+    fn advance(&mut self, out: &mut Carried, keep: u32, lost: u32, lanes: usize) {
+        let mut bits = lost;
+        while bits != 0 {
+            let b = bits.trailing_zeros();
+            let below = keep & ((1u32 << b) - 1);
+            out.lost
+                .push((self.kept + below.count_ones() as usize) as u32);
+            bits &= bits - 1;
+        }
+        self.kept += keep.count_ones() as usize;
+        self.gone += lanes - keep.count_ones() as usize;
+    }
+
+    /// The buffers, cut to their counts, into `out`.
+    fn finish(mut self, out: &mut Carried) {
+        self.latest.truncate(self.kept);
+        self.entry.truncate(self.kept);
+        self.inv.truncate(self.kept);
+        self.evicted.truncate(self.gone);
+        out.latest = self.latest;
+        out.entry = self.entry;
+        out.inv = self.inv;
+        out.evicted = self.evicted;
+    }
+}
+
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 mod avx512 {
     use super::super::tile::{pack_epi32, pack_ps};
-    use super::{Carried, NONE};
+    use super::{Carried, Groups, NONE};
     use std::arch::x86_64::*;
 
     /// Rows per step.
@@ -120,14 +196,7 @@ mod avx512 {
     ) -> usize {
         let len = new_index.len() - 1;
         let done = len / LANES * LANES;
-        // Each store writes 16 lanes at the count so far: 16 of slack.
-        let (mut m_out, mut e_out, mut v_out, mut ev_out) = (
-            vec![0u32; len + LANES],
-            vec![0.0f32; len + LANES],
-            vec![0.0f32; len + LANES],
-            vec![0u32; len + LANES],
-        );
-        let (mut kept, mut evicted) = (0usize, 0usize);
+        let mut to = Groups::new(len, LANES);
         let none = _mm512_set1_epi32(NONE as i32);
         let last = _mm512_set1_epi32(len as i32);
         let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -141,30 +210,106 @@ mod avx512 {
             let lost = keep & _mm512_cmpeq_epu32_mask(m, none) & _mm512_cmpneq_epu32_mask(r, none);
             let e = _mm512_loadu_ps(entry.as_ptr().add(i0));
             let v = _mm512_loadu_ps(inv.as_ptr().add(i0));
-            pack_epi32(m_out.as_mut_ptr().add(kept), keep, m);
-            pack_ps(e_out.as_mut_ptr().add(kept), keep, e);
-            pack_ps(v_out.as_mut_ptr().add(kept), keep, v);
+            pack_epi32(to.latest.as_mut_ptr().add(to.kept), keep, m);
+            pack_ps(to.entry.as_mut_ptr().add(to.kept), keep, e);
+            pack_ps(to.inv.as_mut_ptr().add(to.kept), keep, v);
             let rows = _mm512_add_epi32(_mm512_set1_epi32(i0 as i32), lane);
-            pack_epi32(ev_out.as_mut_ptr().add(evicted), !keep, rows);
-            // Rare: a kept row whose latest similar slot was evicted.
-            let mut bits = lost;
-            while bits != 0 {
-                let b = bits.trailing_zeros();
-                let below = keep & ((1u16 << b) - 1);
-                out.lost.push((kept + below.count_ones() as usize) as u32);
-                bits &= bits - 1;
-            }
-            kept += keep.count_ones() as usize;
-            evicted += LANES - keep.count_ones() as usize;
+            pack_epi32(to.evicted.as_mut_ptr().add(to.gone), !keep, rows);
+            to.advance(out, u32::from(keep), u32::from(lost), LANES);
         }
-        m_out.truncate(kept);
-        e_out.truncate(kept);
-        v_out.truncate(kept);
-        ev_out.truncate(evicted);
-        out.latest = m_out;
-        out.entry = e_out;
-        out.inv = v_out;
-        out.evicted = ev_out;
+        to.finish(out);
+        done
+    }
+}
+
+/// The pass 8 rows at a time on AVX2 CPUs without AVX-512 (AMD Zen 1-3): the remap a
+/// gather, the kept lanes packed by a permutation looked up by their 8-bit mask.
+#[cfg(all(
+    target_arch = "x86_64",
+    not(target_feature = "avx512f"),
+    target_feature = "avx2"
+))]
+mod avx2 {
+    use super::{Carried, Groups, NONE};
+    use std::arch::x86_64::*;
+
+    /// Rows per step.
+    const LANES: usize = 8;
+
+    /// For each 8-bit mask of lanes, the permutation that packs the masked lanes first,
+    /// in order.
+    const PACK: [[i32; LANES]; 256] = {
+        let mut t = [[0i32; LANES]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let (mut k, mut lane) = (0usize, 0i32);
+            while lane < LANES as i32 {
+                if (m >> lane) & 1 == 1 {
+                    t[m][k] = lane;
+                    k += 1;
+                }
+                lane += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// The whole groups of 8 rows of [`super::carry`] (`new_index`: `[len + 1]`); returns
+    /// how many rows it did. No branch on which rows are kept.
+    ///
+    /// # Safety
+    /// The target must have AVX2; `latest`, `entry` and `inv` at least `len` long;
+    /// `len <= i32::MAX` (the gather's indices are signed).
+    pub(super) unsafe fn carry(
+        new_index: &[u32],
+        latest: &[u32],
+        entry: &[f32],
+        inv: &[f32],
+        out: &mut Carried,
+    ) -> usize {
+        let len = new_index.len() - 1;
+        let done = len / LANES * LANES;
+        let mut to = Groups::new(len, LANES);
+        let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let none = _mm256_set1_epi32(NONE as i32);
+        let last = _mm256_set1_epi32(len as i32);
+        let base = new_index.as_ptr().cast::<i32>();
+        for i0 in (0..done).step_by(LANES) {
+            let idx = _mm256_loadu_si256(new_index.as_ptr().add(i0).cast());
+            let evicted = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(idx, none)));
+            let keep = !evicted as u32 & 0xFF;
+            let r = _mm256_loadu_si256(latest.as_ptr().add(i0).cast());
+            // `new_index[min(r, len)]` (`NONE` clamps to `len`); evicted lanes are
+            // gathered too and packed away.
+            let m = _mm256_i32gather_epi32::<4>(base, _mm256_min_epu32(r, last));
+            let no_m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(m, none)));
+            let no_r = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(r, none)));
+            let lost = keep & no_m as u32 & !no_r as u32;
+            let perm = _mm256_loadu_si256(PACK[keep as usize].as_ptr().cast());
+            let e = _mm256_loadu_ps(entry.as_ptr().add(i0));
+            let v = _mm256_loadu_ps(inv.as_ptr().add(i0));
+            _mm256_storeu_si256(
+                to.latest.as_mut_ptr().add(to.kept).cast(),
+                _mm256_permutevar8x32_epi32(m, perm),
+            );
+            _mm256_storeu_ps(
+                to.entry.as_mut_ptr().add(to.kept),
+                _mm256_permutevar8x32_ps(e, perm),
+            );
+            _mm256_storeu_ps(
+                to.inv.as_mut_ptr().add(to.kept),
+                _mm256_permutevar8x32_ps(v, perm),
+            );
+            let rows = _mm256_add_epi32(_mm256_set1_epi32(i0 as i32), lane);
+            let to_evicted = _mm256_loadu_si256(PACK[evicted as usize & 0xFF].as_ptr().cast());
+            _mm256_storeu_si256(
+                to.evicted.as_mut_ptr().add(to.gone).cast(),
+                _mm256_permutevar8x32_epi32(rows, to_evicted),
+            );
+            to.advance(out, keep, lost, LANES);
+        }
+        to.finish(out);
         done
     }
 }
