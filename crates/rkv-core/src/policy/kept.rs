@@ -120,8 +120,9 @@ struct Groups {
     entry: Vec<f32>,
     inv: Vec<f32>,
     evicted: Vec<u32>,
-    /// Kept and evicted rows so far.
+    /// Kept rows so far.
     kept: usize,
+    /// Evicted rows so far.
     gone: usize,
 }
 
