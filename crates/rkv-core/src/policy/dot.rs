@@ -368,11 +368,7 @@ mod v3 {
                 }
             }
             for (k, &tk) in t.iter().enumerate() {
-                let at = ps.add(c + k * LANES);
-                let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(tk));
-                let hi = _mm256_cvtps_pd(_mm256_extractf128_ps(tk, 1));
-                _mm256_storeu_pd(at, _mm256_add_pd(_mm256_loadu_pd(at), lo));
-                _mm256_storeu_pd(at.add(4), _mm256_add_pd(_mm256_loadu_pd(at.add(4)), hi));
+                add_widened(ps.add(c + k * LANES), tk);
             }
             c += 4 * LANES;
         }
@@ -381,16 +377,22 @@ mod v3 {
             for &(row, scale) in block {
                 t = _mm256_fmadd_ps(E::load8(row.as_ptr().add(c)), _mm256_set1_ps(scale), t);
             }
-            let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(t));
-            let hi = _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1));
-            _mm256_storeu_pd(ps.add(c), _mm256_add_pd(_mm256_loadu_pd(ps.add(c)), lo));
-            _mm256_storeu_pd(
-                ps.add(c + 4),
-                _mm256_add_pd(_mm256_loadu_pd(ps.add(c + 4)), hi),
-            );
+            add_widened(ps.add(c), t);
             c += LANES;
         }
         full
+    }
+
+    /// `at[0..8] += t`, each f32 lane widened to f64.
+    ///
+    /// # Safety
+    /// The target must have AVX2; `at` must point to 8 writable f64.
+    #[inline(always)]
+    unsafe fn add_widened(at: *mut f64, t: __m256) {
+        let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(t));
+        let hi = _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1));
+        _mm256_storeu_pd(at, _mm256_add_pd(_mm256_loadu_pd(at), lo));
+        _mm256_storeu_pd(at.add(4), _mm256_add_pd(_mm256_loadu_pd(at.add(4)), hi));
     }
 
     /// [`reduce`] of every register, four at a time where possible.

@@ -21,8 +21,8 @@ pub mod select;
 pub mod streaming;
 /// The incremental redundancy's tiled passes under one name, `tile`, wherever the target
 /// has x86-64-v3 (AVX2, FMA, F16C, which AVX-512F implies): 8 rows x 2 vectors on
-/// AVX-512, 4 x 2 without it (the same functions and constants); callers gate on
-/// x86-64-v3 alone.
+/// AVX-512 (`tile.rs`), 4 x 2 without it (`tile_avx2.rs`: the same functions and
+/// constants); callers gate on x86-64-v3 alone.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 mod tile;
 #[cfg(all(
@@ -32,15 +32,8 @@ mod tile;
     target_feature = "fma",
     target_feature = "f16c"
 ))]
-mod tile_avx2;
-#[cfg(all(
-    target_arch = "x86_64",
-    not(target_feature = "avx512f"),
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
-use tile_avx2 as tile;
+#[path = "tile_avx2.rs"]
+mod tile;
 
 pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};
