@@ -12,6 +12,7 @@ use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
+use super::gguf_alignment::declares_zero_alignment;
 use super::{TensorName, TensorSource, WeightMode};
 use crate::config::{Arch, ModelConfig};
 use crate::error::{candle_message, ModelError, Result};
@@ -62,8 +63,22 @@ impl GgufSource {
             source,
         })?;
         let mut reader = BufReader::new(Tracked { file, pos: 0 });
-        // candle's reader panics on some corrupt headers (a `general.alignment` of 0
-        // divides by zero): that is an error in the file, not a crash of the process.
+        if declares_zero_alignment(&mut reader) {
+            return Err(ModelError::BadGguf {
+                path: path.to_path_buf(),
+                reason: "general.alignment is 0 (tensor data must be aligned to a positive \
+                         number of bytes)"
+                    .into(),
+            });
+        }
+        reader
+            .seek(SeekFrom::Start(0))
+            .map_err(|source| ModelError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        // candle's reader may panic on other corrupt headers (it divided by a
+        // `general.alignment` of 0, refused above): an error in the file, not a crash.
         let read =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Content::read(&mut reader)))
                 .map_err(|payload| ModelError::BadGguf {
@@ -339,7 +354,7 @@ mod tests {
     use std::io::Write;
 
     /// A header whose `general.alignment` is 0 (candle's reader divides by it) is a
-    /// "bad GGUF" error, not a crash.
+    /// "bad GGUF" error that says so, refused before candle reads it.
     #[test]
     fn zero_alignment_is_an_error() {
         let mut tmp = tempfile::NamedTempFile::new().expect("temp file");
@@ -356,7 +371,12 @@ mod tests {
         let err = GgufSource::open(tmp.path(), WeightMode::Native)
             .err()
             .expect("refused");
-        assert!(matches!(err, ModelError::BadGguf { .. }), "{err}");
+        match &err {
+            ModelError::BadGguf { reason, .. } => {
+                assert!(reason.contains("general.alignment is 0"), "{err}")
+            }
+            _ => panic!("not a bad-GGUF error: {err}"),
+        }
     }
 
     /// The tracked position is the file's own through reads and seeks of every kind, seen

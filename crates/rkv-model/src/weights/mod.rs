@@ -5,6 +5,7 @@
 //! Must not know: layers' maths, caches.
 
 pub mod gguf;
+mod gguf_alignment;
 pub mod hf;
 
 use crate::error::Result;
