@@ -85,15 +85,19 @@ impl<R: Read + Seek> Header<'_, R> {
         })
     }
 
-    /// Moves `n` bytes on, refusing to pass the end of the file.
+    /// Moves `n` bytes on, refusing to pass the end of the file. Read through rather than
+    /// sought: a buffered reader drops its buffer at every seek, and a vocabulary holds
+    /// tens of thousands of short strings.
     fn skip(&mut self, n: u64) -> std::io::Result<()> {
         let at = self.r.stream_position()?;
-        match at.checked_add(n) {
-            Some(end) if end <= self.len => {
-                self.r.seek(SeekFrom::Start(end))?;
-                Ok(())
-            }
-            _ => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        if at.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let skipped = std::io::copy(&mut self.r.by_ref().take(n), &mut std::io::sink())?;
+        if skipped == n {
+            Ok(())
+        } else {
+            Err(std::io::ErrorKind::UnexpectedEof.into())
         }
     }
 
