@@ -12,6 +12,24 @@ use std::io::{Read, Seek, SeekFrom};
 /// Nested arrays deeper than this are left to candle (which has its own limit).
 const MAX_DEPTH: usize = 8;
 
+/// The metadata key candle takes the alignment from.
+const KEY: &[u8; 17] = b"general.alignment";
+
+/// Bytes of a value of GGUF type `ty` when that is fixed (numbers and bools).
+fn fixed_size(ty: u32) -> Option<u64> {
+    match ty {
+        // u8, i8, bool
+        0 | 1 | 7 => Some(1),
+        // u16, i16
+        2 | 3 => Some(2),
+        // u32, i32, f32
+        4..=6 => Some(4),
+        // u64, i64, f64
+        10..=12 => Some(8),
+        _ => None,
+    }
+}
+
 /// Whether the header's last `general.alignment` entry (the one candle keeps) is an integer
 /// 0. Reads from the reader's start; leaves its position anywhere.
 pub(super) fn declares_zero_alignment<R: Read + Seek>(reader: &mut R) -> bool {
@@ -38,14 +56,16 @@ fn walk<R: Read + Seek>(r: &mut R) -> std::io::Result<Option<u64>> {
     let mut alignment = None;
     for _ in 0..entries {
         let key_len = h.count()?;
-        let key = if key_len == "general.alignment".len() as u64 {
-            take::<17, _>(h.r)?.to_vec()
+        let is_alignment = if key_len == KEY.len() as u64 {
+            let mut key = [0u8; KEY.len()];
+            h.r.read_exact(&mut key)?;
+            &key == KEY
         } else {
             h.skip(key_len)?;
-            Vec::new()
+            false
         };
         let ty = u32::from_le_bytes(take(h.r)?);
-        if key == b"general.alignment" {
+        if is_alignment {
             // candle's rule: unsigned integers, and signed ones that are not negative;
             // any other type means the default alignment.
             alignment = match ty {
@@ -103,15 +123,10 @@ impl<R: Read + Seek> Header<'_, R> {
 
     /// Skips one value of GGUF type `ty`.
     fn value(&mut self, ty: u32, depth: usize) -> std::io::Result<()> {
+        if let Some(size) = fixed_size(ty) {
+            return self.skip(size);
+        }
         match ty {
-            // u8, i8, bool
-            0 | 1 | 7 => self.skip(1),
-            // u16, i16
-            2 | 3 => self.skip(2),
-            // u32, i32, f32
-            4..=6 => self.skip(4),
-            // u64, i64, f64
-            10..=12 => self.skip(8),
             // string
             8 => {
                 let n = self.count()?;
@@ -121,14 +136,7 @@ impl<R: Read + Seek> Header<'_, R> {
             9 if depth < MAX_DEPTH => {
                 let elem = u32::from_le_bytes(take(self.r)?);
                 let n = self.count()?;
-                let size = match elem {
-                    0 | 1 | 7 => Some(1),
-                    2 | 3 => Some(2),
-                    4..=6 => Some(4),
-                    10..=12 => Some(8),
-                    _ => None,
-                };
-                match size {
+                match fixed_size(elem) {
                     Some(size) => self.skip(n.saturating_mul(size)),
                     None => {
                         // Each element takes at least a byte: a count past the file's
