@@ -8,17 +8,21 @@
 //!
 //! Must not know: keys, redundancy, budgets, selection. Shapes are checked by the caller.
 
+use super::exp::exp_into_lanes;
+
 /// Max over the `g` query heads of a group, on raw logits.
 ///
 /// `logits`: `[g, w, n]`. Returns `[w, n]`.
 pub fn group_max(logits: &[f32], group: usize, window: usize, n: usize) -> Vec<f32> {
     let plane = window * n;
     let mut out = logits.get(..plane).map(<[f32]>::to_vec).unwrap_or_default();
+    let mut next = vec![0.0f32; out.len()];
     for head in 1..group {
         let Some(src) = logits.get(head * plane..(head + 1) * plane) else {
             break;
         };
-        max_into(&mut out, src);
+        nan_max_of(&mut next, &out, src);
+        std::mem::swap(&mut out, &mut next);
     }
     out
 }
@@ -28,10 +32,22 @@ pub fn group_max(logits: &[f32], group: usize, window: usize, n: usize) -> Vec<f
 /// the window) use it so their result is bit-identical.
 #[inline]
 pub fn max_into(acc: &mut [f32], x: &[f32]) {
-    for (o, &v) in acc.iter_mut().zip(x) {
-        if v > *o || v.is_nan() {
-            *o = v;
-        }
+    // Through a buffer on the stack: written in place, the select becomes a masked store,
+    // which is slow on some CPUs (AMD's among them).
+    let mut t = [0.0f32; 64];
+    for (a, b) in acc.chunks_mut(64).zip(x.chunks(64)) {
+        let t = &mut t[..a.len().min(b.len())];
+        nan_max_of(t, a, b);
+        a[..t.len()].copy_from_slice(t);
+    }
+}
+
+/// `out[j] = max(a[j], b[j])` by [`nan_max`]'s rule; `out` is apart from both, so that
+/// the select vectorises as a blend (see [`max_into`]).
+#[inline]
+fn nan_max_of(out: &mut [f32], a: &[f32], b: &[f32]) {
+    for ((o, &m), &v) in out.iter_mut().zip(a).zip(b) {
+        *o = nan_max(m, v);
     }
 }
 
@@ -41,46 +57,73 @@ pub fn softmax_in_place(row: &mut [f32]) {
     softmax_in_place_with(row, &mut || {});
 }
 
-/// [`softmax_in_place`], calling `tick` after every [`TICK`] exponentials.
+/// [`softmax_in_place`], calling `tick` after every [`TICK`] exponentials. The max and
+/// the sum run in eight lanes and the exponential is [`super::exp::exp`], so that the
+/// compiler vectorises all three, with the same bits on every target.
 pub fn softmax_in_place_with(row: &mut [f32], tick: &mut impl FnMut()) {
     if row.is_empty() {
         return;
     }
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = lanes_max(row);
     if max == f32::NEG_INFINITY {
         let u = 1.0 / row.len() as f32;
         row.iter_mut().for_each(|x| *x = u);
         return;
     }
-    let mut sum = 0.0f32;
+    let mut lanes = [0.0f32; 8];
+    // TICK is a multiple of 8: element i of the row goes to lane i % 8 in every chunk.
     for chunk in row.chunks_mut(TICK) {
-        for x in chunk.iter_mut() {
-            *x = (*x - max).exp();
-            sum += *x;
-        }
+        exp_into_lanes(chunk, max, &mut lanes);
         tick();
     }
-    let inv = 1.0 / sum;
+    let inv = 1.0 / lanes.iter().sum::<f32>();
     row.iter_mut().for_each(|x| *x *= inv);
+}
+
+/// The largest entry, ignoring NaN like `f32::max` (`-inf` for none), in eight lanes.
+fn lanes_max(x: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let mut chunks = x.chunks_exact(8);
+    for chunk in &mut chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = lane.max(v);
+        }
+    }
+    for (lane, &v) in lanes.iter_mut().zip(chunks.remainder()) {
+        *lane = lane.max(v);
+    }
+    lanes.into_iter().fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// The rule of the group max and the max-pool for one more value `v`: it wins when
+/// larger, and NaN always wins (so that a NaN stays visible, as the reference's pooling
+/// propagates it).
+#[inline(always)]
+fn nan_max(m: f32, v: f32) -> f32 {
+    if v > m || v.is_nan() {
+        v
+    } else {
+        m
+    }
 }
 
 /// Same-size 1-D max-pool, stride 1: `out[j] = max(x[j-k/2 ..= j+k/2])`, clipped at the
 /// ends (padding never wins). `kernel` must be odd; an even kernel is treated as `k+1`.
+/// Computed as two passes per distance over shifted slices, each of which vectorises.
 pub fn max_pool_same(x: &[f32], kernel: usize) -> Vec<f32> {
-    let half = kernel / 2;
-    (0..x.len())
-        .map(|j| {
-            let lo = j.saturating_sub(half);
-            let hi = (j + half + 1).min(x.len());
-            x[lo..hi].iter().copied().fold(f32::NEG_INFINITY, |m, v| {
-                if v > m || v.is_nan() {
-                    v
-                } else {
-                    m
-                }
-            })
-        })
-        .collect()
+    let len = x.len();
+    let mut out = x.to_vec();
+    let mut next = x.to_vec();
+    for shift in 1..=(kernel / 2).min(len) {
+        let n = len - shift;
+        // Each pass writes a buffer apart from the ones it reads (see `max_into`); the
+        // entries it does not reach keep their value, in both buffers.
+        nan_max_of(&mut next[..n], &out[..n], &x[shift..]);
+        next[n..].copy_from_slice(&out[n..]);
+        nan_max_of(&mut out[shift..], &next[shift..], &x[..n]);
+        out[..shift].copy_from_slice(&next[..shift]);
+    }
+    out
 }
 
 /// Importance of the `n` candidates: group max, per-query softmax over the candidates,

@@ -11,6 +11,7 @@
 
 pub mod cosine;
 pub mod dot;
+pub mod exp;
 pub mod h2o;
 pub mod importance;
 mod kept;

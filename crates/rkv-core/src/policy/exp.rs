@@ -1,0 +1,169 @@
+//! `exp` for f32 in a form the compiler vectorises: the importance's softmax takes one
+//! exponential per window query and candidate (8 x 1144 per KV head at budget 1024), and
+//! the C library's `expf`, called one value at a time, was most of a SnapKV event.
+//!
+//! Owns: [`exp`] (Cody-Waite range reduction to `[-ln 2 / 2, ln 2 / 2]`, Cephes' degree-5
+//! polynomial, the power of two built from its bits in two halves so that no step
+//! overflows before the true result does) and [`exp_slice`], which applies it to a slice
+//! and returns the sum in eight fixed lanes. Only IEEE additions, subtractions and
+//! multiplications, none fused, in one fixed order: the same bits from a scalar loop, SSE,
+//! AVX2 or AVX-512, whatever the build's target.
+//!
+//! Must not know: softmax, scores, policies.
+
+/// `log2(e)`.
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+/// `ln 2` in two parts (Cody-Waite): `HI` has few significant bits, so `n * HI` is exact
+/// for the `n` that occur.
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+/// Cephes `expf`'s polynomial for `(e^r - 1 - r) / r^2` on the reduced range.
+const P: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_2e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    0.5,
+];
+/// Above this `e^x` overflows f32 (`ln(f32::MAX)`, rounded up).
+const OVERFLOW: f32 = 88.722_84;
+/// Below this `e^x` rounds to 0 (`ln(2^-150)`).
+const UNDERFLOW: f32 = -103.972_08;
+/// `1.5 * 2^23`: adding and subtracting it rounds an f32 of magnitude below `2^22` to the
+/// nearest integer (ties to even), in plain additions that vectorise on every x86-64.
+const ROUND: f32 = 12_582_912.0;
+
+/// `e^x` in f32: relative error below 2.5e-7 (about 2 ulp) over the normal range; NaN in,
+/// NaN out; `-inf` gives 0 and `+inf` gives `+inf`; results below `f32::MIN_POSITIVE`
+/// are subnormal as in the C library, to about 1 ulp of the smallest subnormal.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    // Clamped so that every intermediate stays finite; the two ends (and NaN, which the
+    // clamp keeps but the bit arithmetic below does not) are put back at the end.
+    let c = x.clamp(UNDERFLOW - 1.0, OVERFLOW + 1.0);
+    // round(c / ln 2) in [-151, 130]: `t`'s low mantissa bits hold it, offset by ROUND's.
+    let t = c * LOG2E + ROUND;
+    let n = t - ROUND;
+    let r = (c - n * LN2_HI) - n * LN2_LO;
+    let mut p = P[0];
+    for &k in &P[1..] {
+        p = p * r + k;
+    }
+    let e = (p * (r * r) + r) + 1.0;
+    // 2^n as 2^h * 2^(n - h): each half is a normal f32 for every n above. Integer
+    // arithmetic on the bits only (no float-to-int conversion, which would not vectorise
+    // without its saturation checks).
+    let n = t.to_bits() as i32 - ROUND.to_bits() as i32;
+    let h = n >> 1;
+    let two_h = f32::from_bits(((h + 127) as u32) << 23);
+    let two_rest = f32::from_bits(((n - h + 127) as u32) << 23);
+    let v = e * two_h * two_rest;
+    let v = if x > OVERFLOW { f32::INFINITY } else { v };
+    let v = if x < UNDERFLOW { 0.0 } else { v };
+    if x.is_nan() {
+        x
+    } else {
+        v
+    }
+}
+
+/// `x[i] = e^(x[i] - shift)` for every element; returns their sum, added in eight lanes
+/// (element `i` into lane `i % 8`) and the lanes then in order, so that the sum too is the
+/// same on every target.
+#[inline]
+pub fn exp_slice(x: &mut [f32], shift: f32) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    exp_into_lanes(x, shift, &mut lanes);
+    lanes.iter().sum()
+}
+
+/// [`exp_slice`]'s step for a part of a longer slice that starts at a multiple of 8:
+/// element `i` of `x` adds into `lanes[i % 8]`.
+#[inline]
+pub fn exp_into_lanes(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
+    let mut chunks = x.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        for (v, lane) in chunk.iter_mut().zip(lanes.iter_mut()) {
+            *v = exp(*v - shift);
+            *lane += *v;
+        }
+    }
+    for (v, lane) in chunks.into_remainder().iter_mut().zip(lanes.iter_mut()) {
+        *v = exp(*v - shift);
+        *lane += *v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Relative error against f64's `exp`, over a dense sweep of the normal range.
+    #[test]
+    fn close_to_f64_exp_over_the_normal_range() {
+        let mut worst = 0.0f64;
+        let steps = 2_000_000;
+        let (lo, hi) = (-87.3f32, 88.7f32);
+        for k in 0..=steps {
+            let x = lo + (hi - lo) * (k as f32 / steps as f32);
+            let want = f64::from(x).exp();
+            let got = f64::from(exp(x));
+            worst = worst.max(((got - want) / want).abs());
+        }
+        assert!(worst < 2.5e-7, "worst relative error {worst:e}");
+    }
+
+    /// Every f32 in `[-1, 0]` (the softmax's common case): within 2 ulp of the correctly
+    /// rounded result.
+    #[test]
+    fn within_two_ulp_on_minus_one_to_zero() {
+        let mut bits = 0x8000_0000u32; // -0.0
+        while f32::from_bits(bits) >= -1.0 {
+            let x = f32::from_bits(bits);
+            let want = f64::from(x).exp() as f32;
+            let got = exp(x);
+            let ulp = (got.to_bits() as i64 - want.to_bits() as i64).abs();
+            assert!(ulp <= 2, "exp({x:e}) = {got:e}, want {want:e} ({ulp} ulp)");
+            bits += 97; // about 10 million points
+        }
+    }
+
+    #[test]
+    fn ends_and_special_values() {
+        assert_eq!(exp(0.0), 1.0);
+        assert_eq!(exp(-0.0), 1.0);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert!(exp(f32::NAN).is_nan());
+        assert_eq!(exp(-104.0), 0.0);
+        assert_eq!(exp(88.73), f32::INFINITY);
+        assert!(exp(88.72).is_finite() && exp(88.72) > 3.3e38);
+        // Subnormal results: e^-100 = 3.72e-44, a few units of the smallest subnormal.
+        let sub = exp(-100.0);
+        assert!(sub > 0.0 && sub < f32::MIN_POSITIVE);
+        assert!(
+            (f64::from(sub) - (-100f64).exp()).abs() <= 1.5e-45,
+            "{sub:e}"
+        );
+        // The smallest normal result.
+        let x = f32::MIN_POSITIVE.ln();
+        let rel = (f64::from(exp(x)) - f64::from(x).exp()).abs() / f64::from(x).exp();
+        assert!(rel < 2.5e-7, "{rel:e}");
+    }
+
+    #[test]
+    fn slice_matches_scalar_and_sums_in_lanes() {
+        let mut x: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
+        let orig = x.clone();
+        let sum = exp_slice(&mut x, 2.5);
+        let mut lanes = [0.0f32; 8];
+        for (i, (&o, &v)) in orig.iter().zip(&x).enumerate() {
+            assert_eq!(v.to_bits(), exp(o - 2.5).to_bits());
+            lanes[i % 8] += v;
+        }
+        assert_eq!(sum.to_bits(), lanes.iter().sum::<f32>().to_bits());
+        let mut empty: [f32; 0] = [];
+        assert_eq!(exp_slice(&mut empty, 0.0), 0.0);
+    }
+}
