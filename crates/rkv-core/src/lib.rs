@@ -1,11 +1,13 @@
 //! rkv-core: the pure heart of rkv.
 //!
 //! Owns the KV policies (score + select), the compression configuration and schedule,
-//! and the block pool with per-slot positions. Plain slices in, indices out.
+//! the block pool with per-slot positions, and the softmax's vectorised `exp` (which the
+//! engine's attention shares). Plain slices in, indices out.
 //! Must not know: tensors, models, tokio, files, environment variables.
 
 pub mod block_pool;
 pub mod config;
+pub mod exp;
 pub mod policy;
 
 pub use config::{CompressionConfig, ConfigError, PolicyKind, StepPlan};

@@ -12,6 +12,7 @@ use half::f16;
 use half::slice::HalfBitsSliceExt;
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockId;
+use rkv_core::exp::{exp_slice, max_lanes};
 use rkv_core::policy::importance::max_into;
 use rkv_model::{Attention, AttentionShape};
 
@@ -230,12 +231,9 @@ fn partial<E: KvElem>(
     let mut sum = vec![0f32; g];
     for i in 0..g {
         let row = &mut logits[i * n..(i + 1) * n];
-        let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut s_ = 0f32;
-        for l in row.iter_mut() {
-            *l = (*l - m).exp();
-            s_ += *l;
-        }
+        // Vectorised max and exp (rkv-core's, which the importance's softmax uses too).
+        let m = max_lanes(row);
+        let s_ = exp_slice(row, m);
         // Weights are the chunk's normalised probabilities (rounded like ggml's), scaled
         // back by the chunk sum so chunks merge by the online-softmax rule.
         for l in row.iter_mut() {

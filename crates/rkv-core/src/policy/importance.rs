@@ -8,7 +8,7 @@
 //!
 //! Must not know: keys, redundancy, budgets, selection. Shapes are checked by the caller.
 
-use super::exp::exp_into_lanes;
+use crate::exp::{exp_into_lanes, max_lanes};
 
 /// Max over the `g` query heads of a group, on raw logits.
 ///
@@ -58,13 +58,13 @@ pub fn softmax_in_place(row: &mut [f32]) {
 }
 
 /// [`softmax_in_place`], calling `tick` after every [`TICK`] exponentials. The max and
-/// the sum run in eight lanes and the exponential is [`super::exp::exp`], so that the
+/// the sum run in eight lanes and the exponential is [`crate::exp::exp`], so that the
 /// compiler vectorises all three, with the same bits on every target.
 pub fn softmax_in_place_with(row: &mut [f32], tick: &mut impl FnMut()) {
     if row.is_empty() {
         return;
     }
-    let max = lanes_max(row);
+    let max = max_lanes(row);
     if max == f32::NEG_INFINITY {
         let u = 1.0 / row.len() as f32;
         row.iter_mut().for_each(|x| *x = u);
@@ -78,21 +78,6 @@ pub fn softmax_in_place_with(row: &mut [f32], tick: &mut impl FnMut()) {
     }
     let inv = 1.0 / lanes.iter().sum::<f32>();
     row.iter_mut().for_each(|x| *x *= inv);
-}
-
-/// The largest entry, ignoring NaN like `f32::max` (`-inf` for none), in eight lanes.
-fn lanes_max(x: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; 8];
-    let mut chunks = x.chunks_exact(8);
-    for chunk in &mut chunks {
-        for (lane, &v) in lanes.iter_mut().zip(chunk) {
-            *lane = lane.max(v);
-        }
-    }
-    for (lane, &v) in lanes.iter_mut().zip(chunks.remainder()) {
-        *lane = lane.max(v);
-    }
-    lanes.into_iter().fold(f32::NEG_INFINITY, f32::max)
 }
 
 /// The rule of the group max and the max-pool for one more value `v`: it wins when

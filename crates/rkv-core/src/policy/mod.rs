@@ -11,7 +11,6 @@
 
 pub mod cosine;
 pub mod dot;
-pub mod exp;
 pub mod h2o;
 pub mod importance;
 mod kept;

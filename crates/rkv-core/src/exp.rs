@@ -1,11 +1,13 @@
-//! `exp` for f32 in a form the compiler vectorises: the importance's softmax takes one
-//! exponential per window query and candidate (8 x 1144 per KV head at budget 1024), and
-//! the C library's `expf`, called one value at a time, was most of a SnapKV event.
+//! `exp` for f32 in a form the compiler vectorises, for the softmaxes: the importance's
+//! takes one exponential per window query and candidate (8 x 1144 per KV head at budget
+//! 1024), where the C library's `expf`, called one value at a time, was most of a SnapKV
+//! event; the engine's attention takes one per query head and resident slot every step.
 //!
 //! Owns: [`exp`] (Cody-Waite range reduction to `[-ln 2 / 2, ln 2 / 2]`, Cephes' degree-5
 //! polynomial, the power of two built from its bits in two halves so that no step
 //! overflows before the true result does) and [`exp_slice`], which applies it to a slice
-//! and returns the sum in eight fixed lanes. Only IEEE additions, subtractions and
+//! and returns the sum in eight fixed lanes, and [`max_lanes`], the row max a softmax
+//! subtracts first. Only IEEE additions, subtractions and
 //! multiplications, none fused, in one fixed order: the same bits from a scalar loop, SSE,
 //! AVX2 or AVX-512, whatever the build's target.
 //!
@@ -95,6 +97,22 @@ pub fn exp_into_lanes(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
     }
 }
 
+/// The largest entry, ignoring NaN like `f32::max` (`-inf` for none), in eight lanes
+/// (a fold of `f32::max` over the slice does not vectorise).
+pub fn max_lanes(x: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let mut chunks = x.chunks_exact(8);
+    for chunk in &mut chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = lane.max(v);
+        }
+    }
+    for (lane, &v) in lanes.iter_mut().zip(chunks.remainder()) {
+        *lane = lane.max(v);
+    }
+    lanes.into_iter().fold(f32::NEG_INFINITY, f32::max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +168,18 @@ mod tests {
         let x = f32::MIN_POSITIVE.ln();
         let rel = (f64::from(exp(x)) - f64::from(x).exp()).abs() / f64::from(x).exp();
         assert!(rel < 2.5e-7, "{rel:e}");
+    }
+
+    #[test]
+    fn max_lanes_is_the_max_ignoring_nan() {
+        assert_eq!(max_lanes(&[]), f32::NEG_INFINITY);
+        let x: Vec<f32> = (0..21).map(|i| ((i * 7) % 11) as f32 - 3.0).collect();
+        assert_eq!(max_lanes(&x), 7.0);
+        let mut y = x.clone();
+        y[4] = f32::NAN;
+        y[17] = 9.5;
+        assert_eq!(max_lanes(&y), 9.5);
+        assert_eq!(max_lanes(&[f32::NAN, f32::NEG_INFINITY]), f32::NEG_INFINITY);
     }
 
     #[test]
