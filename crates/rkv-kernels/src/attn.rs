@@ -29,11 +29,8 @@ macro_rules! dispatch {
             crate::attn_avx512::$f($($arg),*)
         }
         #[cfg(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c",
-            not(all(
+    x86_64_v3,
+    not(all(
                 target_feature = "avx512f",
                 target_feature = "avx512bw",
                 target_feature = "avx512vl"
@@ -43,12 +40,7 @@ macro_rules! dispatch {
         unsafe {
             crate::attn_avx2::$f($($arg),*)
         }
-        #[cfg(not(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c"
-        )))]
+        #[cfg(not(x86_64_v3))]
         scalar::$f($($arg),*)
     }};
 }
@@ -56,12 +48,7 @@ macro_rules! dispatch {
 /// `$f::<G>($args)` with `G` the number of heads left, `$left`, up to 4 (the SIMD modules'
 /// multi-head kernels take the group size as a constant and handle the first `G` heads of
 /// longer slices); evaluates to `G`.
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_64_v3)]
 macro_rules! with_group_size {
     ($left:expr, $f:ident($($arg:expr),*)) => {
         match $left {
@@ -84,12 +71,7 @@ macro_rules! with_group_size {
         }
     };
 }
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_64_v3)]
 pub(crate) use with_group_size;
 
 /// Scalar references (test oracles and the implementation without AVX2).

@@ -136,23 +136,13 @@ macro_rules! dispatch {
         dispatch!($f, $f($($arg),*))
     };
     ($simd:ident, $fb:ident($($arg:expr),*)) => {{
-        #[cfg(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c"
-        ))]
+        #[cfg(x86_64_v3)]
         // SAFETY: the target features this function needs are enabled for the
         // whole build (the cfg above), so the CPU running it has them.
         unsafe {
             crate::dot_avx2::$simd($($arg),*)
         }
-        #[cfg(not(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c"
-        )))]
+        #[cfg(not(x86_64_v3))]
         fallback::$fb($($arg),*)
     }};
 }

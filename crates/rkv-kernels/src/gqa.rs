@@ -52,12 +52,7 @@ pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &m
         unsafe { avx512::scores(k, stride, qs, scores, g, n) };
         return;
     }
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     let done = if crate::gqa_avx2::fits(d, g) {
         // SAFETY: the target has AVX2, FMA and F16C (cfg above); the shapes were
         // checked by `shape` and `fits`.
@@ -65,12 +60,7 @@ pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &m
     } else {
         0
     };
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
+    #[cfg(not(x86_64_v3))]
     let done = 0;
     let mut row = [0.0f32; 16];
     for j in done..n {
@@ -99,12 +89,7 @@ pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: 
         unsafe { avx512::weighted_sum(v, stride, w, out, g, n) };
         return;
     }
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     if crate::gqa_avx2::fits(d, g) {
         // SAFETY: the target has AVX2, FMA and F16C (cfg above); the shapes were
         // checked by `shape` and `fits`.

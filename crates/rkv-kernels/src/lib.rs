@@ -9,10 +9,7 @@
 
 pub mod attn;
 #[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c",
+    x86_64_v3,
     not(all(
         target_feature = "avx512f",
         target_feature = "avx512bw",
@@ -29,21 +26,11 @@ mod attn_avx2;
 mod attn_avx512;
 pub mod blocks;
 pub mod dot;
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_64_v3)]
 mod dot_avx2;
 pub mod error;
 pub mod gqa;
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_64_v3)]
 mod gqa_avx2;
 pub mod matmul;
 pub mod quantize;

@@ -165,12 +165,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         candidates: &Range<usize>,
         out: &mut Resolved<'_>,
     ) -> usize {
-        #[cfg(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma",
-            target_feature = "f16c"
-        ))]
+        #[cfg(x86_64_v3)]
         if pending.len() >= super::tile::MIN_ROWS && pending.iter().all(|&i| i < candidates.start) {
             // SAFETY: the target has AVX2, FMA and F16C (and AVX-512F where
             // `super::tile` is the AVX-512 module).

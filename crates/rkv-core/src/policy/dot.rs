@@ -73,24 +73,13 @@ fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) {
         // SAFETY: the target has AVX-512F; every row is at least `sum.len()` long.
         unsafe { avx512::add_block(sum, block) }
     };
-    #[cfg(all(
-        target_arch = "x86_64",
-        not(target_feature = "avx512f"),
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
     let done = {
         // SAFETY: the target has AVX2, FMA and F16C; every row is at least `sum.len()`
         // long.
         unsafe { v3::add_block(sum, block) }
     };
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
+    #[cfg(not(x86_64_v3))]
     let done = 0;
     for (k, s) in sum.iter_mut().enumerate().skip(done) {
         let mut t = 0.0f32;
@@ -117,15 +106,7 @@ fn madd(a: f32, b: f32, c: f32) -> f32 {
 
 /// The fixed reduction of the lane sums: a tree (8 -> 4 -> 2 -> 1), pairing lanes
 /// `(l, l + 4)`, then `(l, l + 2)`, then `(l, l + 1)`.
-#[cfg_attr(
-    all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ),
-    allow(dead_code)
-)]
+#[cfg_attr(x86_64_v3, allow(dead_code))]
 #[inline(always)]
 fn reduce(acc: &[f32; LANES]) -> f32 {
     let v4 = [
@@ -146,22 +127,12 @@ fn reduce(acc: &[f32; LANES]) -> f32 {
 #[inline(always)]
 pub fn dots<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N]) -> [f32; N] {
     let bs = bs.map(|b| &b[..a.len()]);
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     {
         // SAFETY: the target has AVX2, FMA and F16C; every `b` is exactly as long as `a`.
         unsafe { v3::dots(a, bs) }
     }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
+    #[cfg(not(x86_64_v3))]
     {
         dots_portable(a, bs)
     }
@@ -177,38 +148,20 @@ pub fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
 ) -> [[f32; N]; 2] {
     let n = a0.len().min(a1.len());
     let bs = bs.map(|b| &b[..n]);
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     {
         // SAFETY: the target has AVX2, FMA and F16C; `a0`, `a1` and every `b` have length
         // `n`.
         unsafe { v3::dots2(&a0[..n], &a1[..n], bs) }
     }
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
+    #[cfg(not(x86_64_v3))]
     {
         [dots_portable(&a0[..n], bs), dots_portable(&a1[..n], bs)]
     }
 }
 
 /// [`dots`] in plain Rust (every `b` exactly as long as `a`).
-#[cfg_attr(
-    all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ),
-    allow(dead_code)
-)]
+#[cfg_attr(x86_64_v3, allow(dead_code))]
 #[inline(always)]
 fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N]) -> [f32; N] {
     let mut acc = [[0.0f32; LANES]; N];
@@ -231,24 +184,14 @@ fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N])
     acc.map(|acc| reduce(&acc))
 }
 
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_64_v3)]
 pub(super) use v3::{fmadd_tail, tail_lanes};
 
 /// [`dots`] on 256-bit registers, built where the target has AVX2, FMA and F16C
 /// (x86-64-v3, which AVX-512F implies): the same arithmetic as [`dots_portable`] (one
 /// lane per register lane, fused multiply-add, the tail's missing lanes left alone, the
 /// same reduction tree).
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(x86_64_v3)]
 mod v3 {
     use super::{KeyElem, LANES};
     use std::arch::x86_64::*;

@@ -49,12 +49,7 @@ pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// # Safety
     /// The target must have AVX2, FMA and F16C (x86-64-v3) and `p` must point to 8
     /// readable elements.
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
 
     /// The first `n < 8` elements at `p`, widened, the other lanes zero.
@@ -62,12 +57,7 @@ pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// # Safety
     /// The target must have AVX2, FMA and F16C and `p` must point to `n` readable
     /// elements.
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     #[inline(always)]
     unsafe fn load8_first(p: *const Self, n: usize) -> std::arch::x86_64::__m256 {
         let mut tail = [Self::ZERO; 8];
@@ -96,12 +86,7 @@ impl KeyElem for f32 {
         std::arch::x86_64::_mm512_loadu_ps(p)
     }
 
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     #[inline(always)]
     unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
         std::arch::x86_64::_mm256_loadu_ps(p)
@@ -130,12 +115,7 @@ impl KeyElem for f16 {
         _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
     }
 
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     #[inline(always)]
     unsafe fn load8(p: *const f16) -> std::arch::x86_64::__m256 {
         use std::arch::x86_64::*;

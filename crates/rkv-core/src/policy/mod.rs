@@ -25,13 +25,7 @@ pub mod streaming;
 /// constants); callers gate on x86-64-v3 alone.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
 mod tile;
-#[cfg(all(
-    target_arch = "x86_64",
-    not(target_feature = "avx512f"),
-    target_feature = "avx2",
-    target_feature = "fma",
-    target_feature = "f16c"
-))]
+#[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
 #[path = "tile_avx2.rs"]
 mod tile;
 

@@ -188,23 +188,13 @@ fn incremental<'a, E: KeyElem>(
     inv.extend_from_slice(&state.inv_norm);
     // SAFETY (tiled norms): the target has x86-64-v3 (and AVX-512F where `super::tile`
     // is the AVX-512 module).
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     let done = unsafe {
         super::tile::inv_norms_tiled(&rows, old, len, &mut inv, |i| {
             rows.prefetch(i + AHEAD / 4, super::tile::NORM_ROWS)
         })
     };
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
+    #[cfg(not(x86_64_v3))]
     let done = 0;
     for i in old + done..len {
         rows.prefetch(i + AHEAD / 4, 1);
@@ -318,12 +308,7 @@ fn newest_and_sums<E: KeyElem>(
     let mut n = 0;
     // SAFETY (tiled sweep): the target has x86-64-v3 (and AVX-512F where `super::tile`
     // is the AVX-512 module); `pending` has 16 entries of slack.
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ))]
+    #[cfg(x86_64_v3)]
     let done = unsafe {
         super::tile::newest_and_sums_tiled(
             s,
@@ -338,12 +323,7 @@ fn newest_and_sums<E: KeyElem>(
             |i| s.keys.prefetch(i + AHEAD, super::tile::SWEEP_ROWS),
         )
     };
-    #[cfg(not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    )))]
+    #[cfg(not(x86_64_v3))]
     let done = 0;
     let (c, sum32) = (&c[..dim], &sum[..dim]);
     let mut resolve = |i: usize, d: f32| {
