@@ -202,6 +202,60 @@ mod tests {
         assert!(max_pool_same(&[], 7).is_empty());
     }
 
+    /// The vectorised max-pool and group max against the plain fold they replaced, on
+    /// values with repeats, infinities and NaN, for every kernel up to 9, lengths up to
+    /// 40 and a few past `max_into`'s chunks of 64 (NaN compared as NaN: its payload is
+    /// not part of the rule).
+    #[test]
+    fn max_pool_and_group_max_match_the_fold() {
+        let fold = |w: &[f32]| {
+            w.iter().copied().fold(
+                f32::NEG_INFINITY,
+                |m, v| if v > m || v.is_nan() { v } else { m },
+            )
+        };
+        let same = |a: f32, b: f32| (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits();
+        let mut state = 7u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            match (state >> 33) % 23 {
+                0 => f32::NAN,
+                1 => f32::NEG_INFINITY,
+                2 => f32::INFINITY,
+                k => (k % 7) as f32 - 3.0,
+            }
+        };
+        for len in (0..40).chain([64, 65, 130]) {
+            let x: Vec<f32> = (0..len).map(|_| next()).collect();
+            for kernel in 1..=9 {
+                let half = kernel / 2;
+                let got = max_pool_same(&x, kernel);
+                for (j, &g) in got.iter().enumerate() {
+                    let want = fold(&x[j.saturating_sub(half)..(j + half + 1).min(len)]);
+                    assert!(
+                        same(g, want),
+                        "len {len} kernel {kernel} slot {j}: {g} vs {want}"
+                    );
+                }
+            }
+            for group in 1..=4 {
+                let logits: Vec<f32> = (0..group * len).map(|_| next()).collect();
+                let got = group_max(&logits, group, 1, len);
+                let mut acc = logits[..len].to_vec();
+                for h in 1..group {
+                    max_into(&mut acc, &logits[h * len..(h + 1) * len]);
+                }
+                for j in 0..len {
+                    let col: Vec<f32> = (0..group).map(|h| logits[h * len + j]).collect();
+                    assert!(same(got[j], fold(&col)), "group {group} slot {j}");
+                    assert!(same(acc[j], fold(&col)), "max_into, group {group} slot {j}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn importance_is_mean_of_softmaxes_then_pooled() {
         // g = 1, w = 2, n = 3, kernel 1.
