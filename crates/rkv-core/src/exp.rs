@@ -5,11 +5,11 @@
 //!
 //! Owns: [`exp`] (Cody-Waite range reduction to `[-ln 2 / 2, ln 2 / 2]`, Cephes' degree-5
 //! polynomial, the power of two built from its bits in two halves so that no step
-//! overflows before the true result does) and [`exp_slice`], which applies it to a slice
-//! and returns the sum in eight fixed lanes, and [`max_lanes`], the row max a softmax
-//! subtracts first. Only IEEE additions, subtractions and
-//! multiplications, none fused, in one fixed order: the same bits from a scalar loop, SSE,
-//! AVX2 or AVX-512, whatever the build's target.
+//! overflows before the true result does); [`exp_slice`], which applies it to a slice and
+//! returns the sum in eight fixed lanes; and [`max_lanes`], the row max a softmax subtracts
+//! first. Only IEEE additions, subtractions, multiplications and comparisons, none fused,
+//! in one fixed order: the same bits from a scalar loop, SSE, AVX2 or AVX-512, whatever the
+//! build's target.
 //!
 //! Must not know: softmax, scores, policies.
 
