@@ -16,13 +16,11 @@ use crate::exp::{exp_into_lanes, max_lanes};
 pub fn group_max(logits: &[f32], group: usize, window: usize, n: usize) -> Vec<f32> {
     let plane = window * n;
     let mut out = logits.get(..plane).map(<[f32]>::to_vec).unwrap_or_default();
-    let mut next = vec![0.0f32; out.len()];
     for head in 1..group {
         let Some(src) = logits.get(head * plane..(head + 1) * plane) else {
             break;
         };
-        nan_max_of(&mut next, &out, src);
-        std::mem::swap(&mut out, &mut next);
+        max_into(&mut out, src);
     }
     out
 }
@@ -43,7 +41,7 @@ pub fn max_into(acc: &mut [f32], x: &[f32]) {
 }
 
 /// `out[j] = max(a[j], b[j])` by [`nan_max`]'s rule; `out` is apart from both, so that
-/// the select vectorises as a blend (see [`max_into`]).
+/// the select vectorises as a blend (see [`max_into`], its only caller).
 #[inline]
 fn nan_max_of(out: &mut [f32], a: &[f32], b: &[f32]) {
     for ((o, &m), &v) in out.iter_mut().zip(a).zip(b) {
@@ -94,19 +92,14 @@ fn nan_max(m: f32, v: f32) -> f32 {
 
 /// Same-size 1-D max-pool, stride 1: `out[j] = max(x[j-k/2 ..= j+k/2])`, clipped at the
 /// ends (padding never wins). `kernel` must be odd; an even kernel is treated as `k+1`.
-/// Computed as two passes per distance over shifted slices, each of which vectorises.
+/// Computed as two [`max_into`] passes per distance over shifted slices (each vectorises).
 pub fn max_pool_same(x: &[f32], kernel: usize) -> Vec<f32> {
     let len = x.len();
     let mut out = x.to_vec();
-    let mut next = x.to_vec();
     for shift in 1..=(kernel / 2).min(len) {
         let n = len - shift;
-        // Each pass writes a buffer apart from the ones it reads (see `max_into`); the
-        // entries it does not reach keep their value, in both buffers.
-        nan_max_of(&mut next[..n], &out[..n], &x[shift..]);
-        next[n..].copy_from_slice(&out[n..]);
-        nan_max_of(&mut out[shift..], &next[shift..], &x[..n]);
-        out[..shift].copy_from_slice(&next[..shift]);
+        max_into(&mut out[..n], &x[shift..]);
+        max_into(&mut out[shift..], &x[..n]);
     }
     out
 }
