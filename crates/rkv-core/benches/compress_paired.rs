@@ -1,7 +1,8 @@
 //! R-KV against SnapKV, one compression event of one KV head, measured as paired ratios:
 //! the `compress` bench's caches (see `support`), and rounds in which R-KV on flat f32
-//! keys, R-KV on the engine's paged f16 keys and SnapKV each run one batch of events, in
-//! an order that rotates from round to round. Each round gives its own ratios, so noise
+//! keys, R-KV on the engine's paged f16 keys, the same from a state that described the
+//! new slots as they were appended (the engine's decode steps do) and SnapKV each run one
+//! batch of events, in an order that rotates from round to round. Each round gives its own ratios, so noise
 //! that lasts longer than a round (another process, the host) hits all three alike;
 //! criterion measures each function in turn and cannot pair them.
 //!
@@ -87,9 +88,15 @@ fn batch(
     t.elapsed().as_secs_f64() * 1e6 / inner as f64
 }
 
-/// Per-event times of the three variants (R-KV flat, R-KV paged, SnapKV), per round.
+/// Variants, in the order of [`Paired::times`].
+const VARIANTS: usize = 4;
+/// The index of SnapKV among the variants.
+const SNAP: usize = VARIANTS - 1;
+
+/// Per-event times of the variants (R-KV flat, R-KV paged, R-KV paged from a state that
+/// described the new slots as they were appended, SnapKV), per round.
 struct Paired {
-    times: [Vec<f64>; 3],
+    times: [Vec<f64>; VARIANTS],
     inner: usize,
 }
 
@@ -98,7 +105,7 @@ impl Paired {
     fn ratio(&self, v: usize) -> Vec<f64> {
         self.times[v]
             .iter()
-            .zip(&self.times[2])
+            .zip(&self.times[SNAP])
             .map(|(t, s)| t / s)
             .collect()
     }
@@ -111,22 +118,23 @@ fn measure(s: &Setup) -> Paired {
     };
     let runs = s.runs();
     let (flat, paged) = (s.obs(), s.obs_paged(&runs));
-    let empty = HeadState::new();
+    let (empty, described) = (HeadState::new(), s.described_state());
     // A batch of a few milliseconds: long against the clock, short against the noise.
     let inner = (50_000 / s.cfg.budget).max(4);
     let one = |v: usize| match v {
         0 => batch(&s.cfg, &flat, &s.state, inner),
         1 => batch(&s.cfg, &paged, &s.state, inner),
+        2 => batch(&s.cfg, &paged, &described, inner),
         _ => batch(&snap, &flat, &empty, inner),
     };
     let mut out = Paired {
-        times: [Vec::new(), Vec::new(), Vec::new()],
+        times: std::array::from_fn(|_| Vec::new()),
         inner,
     };
     for round in 0..WARM_UP + ROUNDS {
-        let mut t = [0.0; 3];
-        for k in 0..3 {
-            let v = (round + k) % 3;
+        let mut t = [0.0; VARIANTS];
+        for k in 0..VARIANTS {
+            let v = (round + k) % VARIANTS;
             t[v] = one(v);
         }
         if round >= WARM_UP {
@@ -142,30 +150,40 @@ fn measure(s: &Setup) -> Paired {
 fn report(id: &str, keys: &str, s: &Setup, json: bool) {
     let p = measure(s);
     let t = p.times.each_ref().map(|v| Spread::of(v));
-    let (fr, pr) = (Spread::of(&p.ratio(0)), Spread::of(&p.ratio(1)));
+    let (fr, pr, dr) = (
+        Spread::of(&p.ratio(0)),
+        Spread::of(&p.ratio(1)),
+        Spread::of(&p.ratio(2)),
+    );
     let (budget, dim) = (s.cfg.budget, s.dim);
     if json {
         println!(
             "{{\"bench\": \"compress_paired\", \"case\": \"{id}\", \"keys\": \"{keys}\", \
              \"budget\": {budget}, \"head_dim\": {dim}, \"group\": {}, \"rounds\": {ROUNDS}, \
              \"events_per_batch\": {}, \"rkv_flat_us\": {}, \"rkv_paged_us\": {}, \
-             \"snapkv_us\": {}, \"flat_ratio\": {}, \"paged_ratio\": {}}}",
+             \"rkv_described_us\": {}, \"snapkv_us\": {}, \"flat_ratio\": {}, \
+             \"paged_ratio\": {}, \"described_ratio\": {}}}",
             s.group,
             p.inner,
             t[0].json(),
             t[1].json(),
             t[2].json(),
+            t[SNAP].json(),
             fr.json(),
-            pr.json()
+            pr.json(),
+            dr.json()
         );
     } else {
         println!(
-            "{id:>10}: R-KV flat {} us, paged {} us, SnapKV {} us; per round flat / SnapKV {}, paged / SnapKV {}",
+            "{id:>10}: R-KV flat {} us, paged {} us, described {} us, SnapKV {} us; per round \
+             / SnapKV: flat {}, paged {}, described {}",
             t[0].text(1),
             t[1].text(1),
             t[2].text(1),
+            t[SNAP].text(1),
             fr.text(2),
-            pr.text(2)
+            pr.text(2),
+            dr.text(2)
         );
     }
 }

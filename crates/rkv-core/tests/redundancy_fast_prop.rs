@@ -16,7 +16,8 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rkv_core::policy::{
-    redundancy_incremental, redundancy_oracle, score_head, select_keep_with, RedundancyPath, Rows,
+    appended_dots, redundancy_incremental, redundancy_oracle, score_head, select_keep_with,
+    KeyElem, RedundancyPath, Rows,
 };
 use rkv_core::{select_keep, CompressionConfig, HeadObservation, HeadState, KeyRows, PolicyKind};
 
@@ -100,6 +101,28 @@ struct Stats {
     rows_latest_evicted: usize,
     rows_latest_became_new: usize,
     kept_sets_differing_in_ties: usize,
+    /// Slots described one at a time as they were appended (`describe_appended`).
+    described_on_append: usize,
+}
+
+/// Describes the rows `state.described()..` of `rows` one at a time (the engine's
+/// per-step path), when the state describes every row before them.
+fn describe_new<E: KeyElem>(state: &mut HeadState, rows: &[Vec<E>], threshold: f32) -> usize {
+    let from = state.described();
+    if from == 0 || from >= rows.len() {
+        return 0;
+    }
+    let flat: Vec<E> = rows.concat();
+    let dim = rows[0].len();
+    for n in from..rows.len() {
+        let key: Vec<f32> = rows[n].iter().map(|x| x.widen()).collect();
+        let mut dots = vec![0.0; n];
+        appended_dots(&key, &flat[..n * dim], &mut dots);
+        state
+            .describe_appended(&key, &dots, threshold)
+            .expect("shapes match");
+    }
+    rows.len() - from
 }
 
 /// `ours` must be a valid top-k of `score` within `tol` (plus the window).
@@ -152,6 +175,7 @@ fn run(
     threshold: f32,
     lambda: f32,
     n_comp: usize,
+    describe: bool,
 ) -> Result<Stats, String> {
     let cfg = rkv_config(budget, buffer, window, threshold, lambda);
     cfg.validate().map_err(|e| e.to_string())?;
@@ -168,6 +192,11 @@ fn run(
         if !cfg.should_compress(resident.len()) {
             let n = rng.gen_range(1..4);
             resident.extend(gen.next_block(n));
+            // Described as appended (mostly), else left for the compression to scan, so
+            // that both paths and their mixtures meet.
+            if describe && rng.gen_bool(0.8) {
+                stats.described_on_append += describe_new(&mut state, &resident, threshold);
+            }
             continue;
         }
         let len = resident.len();
@@ -266,8 +295,9 @@ proptest! {
         threshold in prop::sample::select(vec![0.3f32, 0.5, 0.8, -0.2]),
         lambda in prop::sample::select(vec![0.0f32, 0.07, 0.1, 0.5, 1.0]),
         n_comp in 2usize..6,
+        describe in any::<bool>(),
     ) {
-        let res = run(seed, dim, budget, buffer, window.min(budget - 1), threshold, lambda, n_comp);
+        let res = run(seed, dim, budget, buffer, window.min(budget - 1), threshold, lambda, n_comp, describe);
         prop_assert!(res.is_ok(), "{}", res.err().unwrap_or_default());
     }
 }
@@ -279,24 +309,27 @@ proptest! {
 fn incremental_branches_fire() {
     let mut total = Stats::default();
     for seed in 0..12 {
-        let s = run(seed, 8, 32, 16, 4, 0.5, 0.1, 5).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let s = run(seed, 8, 32, 16, 4, 0.5, 0.1, 5, seed % 2 == 1)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         total.compressions += s.compressions;
         total.rows_latest_evicted += s.rows_latest_evicted;
         total.rows_latest_became_new += s.rows_latest_became_new;
         total.kept_sets_differing_in_ties += s.kept_sets_differing_in_ties;
+        total.described_on_append += s.described_on_append;
     }
     println!("{total:?}");
     assert_eq!(total.compressions, 60);
     assert!(total.rows_latest_evicted > 20, "{total:?}");
     assert!(total.rows_latest_became_new > 20, "{total:?}");
+    assert!(total.described_on_append > 100, "{total:?}");
 }
 
 /// Realistic sizes (a few seeds): budget 250, buffer 64, head_dim 64.
 #[test]
 fn larger_caches_match_oracle() {
-    for seed in 100..103 {
-        let s =
-            run(seed, 64, 250, 64, 8, 0.5, 0.1, 4).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    for seed in 100..104 {
+        let s = run(seed, 64, 250, 64, 8, 0.5, 0.1, 4, seed % 2 == 1)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(s.compressions, 4);
     }
 }
@@ -326,6 +359,19 @@ fn run_paged(seed: u64, dim: usize, run_len: usize, n_comp: usize) -> Result<(),
         if !cfg.should_compress(resident.len()) {
             let n = rng.gen_range(1..4);
             resident.extend(to_half(gen.next_block(n)));
+            // Both states describe the new slots as appended (most of the time): the
+            // f16 rows' dots and the widened rows' must leave the same state.
+            if rng.gen_bool(0.7) {
+                let wide: Vec<Vec<f32>> = resident
+                    .iter()
+                    .map(|r| r.iter().map(|x| x.to_f32()).collect())
+                    .collect();
+                describe_new(&mut flat_state, &wide, threshold);
+                describe_new(&mut paged_state, &resident, threshold);
+                if flat_state != paged_state {
+                    return Err(format!("compression {done}: described states differ"));
+                }
+            }
             continue;
         }
         let len = resident.len();

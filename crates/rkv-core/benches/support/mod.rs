@@ -7,7 +7,7 @@
 use half::f16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rkv_core::policy::Rows;
+use rkv_core::policy::{appended_dots, Rows};
 use rkv_core::{select_keep, CompressionConfig, HeadObservation, HeadState, KeyRows};
 
 const BUFFER: usize = 128;
@@ -124,6 +124,26 @@ impl Setup {
             logits,
             state,
         }
+    }
+
+    /// [`Setup::state`] with the slots appended since that compression described one at
+    /// a time, as the engine does while it decodes (`HeadState::describe_appended`): the
+    /// state a compression of this cache starts from in the engine.
+    pub fn described_state(&self) -> HeadState {
+        let mut state = self.state.clone();
+        let (d, len) = (self.dim, self.keys.len() / self.dim);
+        for n in state.described()..len {
+            let mut dots = vec![0.0; n];
+            appended_dots(
+                &self.keys[n * d..(n + 1) * d],
+                &self.keys[..n * d],
+                &mut dots,
+            );
+            state
+                .describe_appended(&self.keys[n * d..(n + 1) * d], &dots, self.cfg.threshold)
+                .expect("shapes match");
+        }
+        state
     }
 
     pub fn obs(&self) -> HeadObservation<'_> {

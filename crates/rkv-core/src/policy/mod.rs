@@ -10,6 +10,7 @@
 //! the slices (keys, window logits, H2O accumulations) and applies the kept indices.
 
 pub mod cosine;
+pub mod describe;
 pub mod dot;
 pub mod h2o;
 pub mod importance;
@@ -29,6 +30,7 @@ mod tile;
 #[path = "tile_avx2.rs"]
 mod tile;
 
+pub use describe::appended_dots;
 pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};
 pub use redundancy_fast::{redundancy_incremental, FastRedundancy, HeadState};

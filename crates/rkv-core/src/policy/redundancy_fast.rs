@@ -19,6 +19,10 @@
 //!   over all slots (stopping at the first match), and for other older rows a descending
 //!   scan over the new slots only (new slots have larger indices, so a match there wins;
 //!   tiles of 8 rows x 2 candidates on AVX-512, of 4 rows x 2 on AVX2);
+//! - none of those scans for slots already described as they were appended
+//!   (`super::describe`, the engine's path: its attention computes the new key's dot
+//!   products while it reads the keys), which leaves the sweep, the column sums and the
+//!   deferred re-searches to a compression;
 //! - after a compression (one pass over the rows, `super::kept`), `r(i)` remapped to the
 //!   kept slots. A row whose `r(i)` was evicted is re-searched lazily: no kept slot above
 //!   the evicted one matched, so its new `r(i)` is a new slot if one matches at the next
@@ -42,12 +46,12 @@ use super::redundancy::{redundancy_from_column_sums, sum_parts, zeroed_column};
 use super::PolicyError;
 
 /// Marks "no similar slot" (or "evicted, re-search pending") in [`HeadState`].
-const NO_MATCH: u32 = u32::MAX;
+pub(super) const NO_MATCH: u32 = u32::MAX;
 
 /// Longest cache the bookkeeping takes: slots are `u32` below [`NO_MATCH`], and the
 /// vectorised remapping after a compression (`super::kept`) gathers with signed 32-bit
 /// indices.
-const MAX_LEN: usize = i32::MAX as usize;
+pub(super) const MAX_LEN: usize = i32::MAX as usize;
 
 /// Redundancy bookkeeping kept between compressions for one (sequence, layer, KV head).
 /// Start each new sequence with [`HeadState::new`].
@@ -56,16 +60,16 @@ pub struct HeadState {
     /// `[n_described]` latest similar slot of each of the first `n_described` slots,
     /// resolved over those slots only; `NO_MATCH` when there is none or when the row is
     /// in `lost`.
-    latest: Vec<u32>,
+    pub(super) latest: Vec<u32>,
     /// `[n_described]` the entry `S[i][r(i)]` (unused where `latest` is `NO_MATCH`).
-    latest_entry: Vec<f32>,
+    pub(super) latest_entry: Vec<f32>,
     /// `[n_described]` inverse key norms.
-    inv_norm: Vec<f32>,
+    pub(super) inv_norm: Vec<f32>,
     /// `[d]` sum of the normalised keys of the described slots (empty when none).
-    key_sum: Vec<f64>,
+    pub(super) key_sum: Vec<f64>,
     /// `(row, below)`, ascending rows: rows whose `r(i)` was evicted; their `r(i)` over the
     /// described slots is the latest match among slots `0..below`.
-    lost: Vec<(u32, u32)>,
+    pub(super) lost: Vec<(u32, u32)>,
 }
 
 impl HeadState {
@@ -213,14 +217,17 @@ fn incremental<'a, E: KeyElem>(
     zeroed_entry.resize(len, 0.0);
     let first = newest_and_sums(&s, &key_sum, threshold, old, &mut latest, &mut zeroed_entry);
     let newer = len.saturating_sub(1);
-    // Old rows: a match among the new slots (descending) beats the stored one.
-    s.latest_matches_of(
-        first.old,
-        threshold,
-        old..newer,
-        &mut latest,
-        &mut zeroed_entry,
-    );
+    // Old rows: a match among the new slots (descending) beats the stored one. (None
+    // when the state describes every slot, `super::describe`: nothing is left to scan.)
+    if old < newer {
+        s.latest_matches_of(
+            first.old,
+            threshold,
+            old..newer,
+            &mut latest,
+            &mut zeroed_entry,
+        );
+    }
     research_lost(&s, threshold, &state.lost, &mut latest, &mut zeroed_entry);
     // New rows: search everything, newest first.
     s.latest_matches_of(
