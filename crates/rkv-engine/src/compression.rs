@@ -2,7 +2,8 @@
 //! the paged store.
 //!
 //! Owns the per-sequence policy state (incremental redundancy bookkeeping per layer and
-//! head, the observed window logits, H2O accumulators) and the compaction step: ask
+//! head, lent to each forward, whose attention describes the appended slots in it; the
+//! observed window logits, H2O accumulators) and the compaction step: ask
 //! rkv-core which slots each (layer, head) keeps, move them to the front of the
 //! sequence's own blocks, return the freed tail blocks.
 //! Must not know: the policies' maths (rkv-core), models, HTTP.
@@ -143,6 +144,8 @@ impl SeqCompression {
             first_position: first_position as u32,
             capture,
             accumulate: self.h2o.take(),
+            describe: (self.cfg.policy == PolicyKind::RKv)
+                .then(|| (std::mem::take(&mut self.heads), self.cfg.threshold)),
         })
     }
 
@@ -152,6 +155,23 @@ impl SeqCompression {
             self.return_window(win);
         }
         self.h2o = seg.accumulate;
+        if let Some((heads, _)) = seg.describe {
+            self.heads = heads;
+        }
+    }
+
+    /// Takes back what a forward that failed was lent, as [`Self::close_segment`]; the
+    /// slots it reserved go back to `seg.len_before`, so a head that described some of
+    /// them (in the layers that ran) forgets everything: the next compression computes
+    /// its redundancy from scratch.
+    pub fn abandon_segment(&mut self, seg: Segment) {
+        let len_before = seg.len_before;
+        self.close_segment(seg);
+        for st in &mut self.heads {
+            if st.described() > len_before {
+                st.reset();
+            }
+        }
     }
 
     /// Grows the H2O accumulators to `len` slots (new slots start at 0).
@@ -246,5 +266,79 @@ impl SeqCompression {
             evicted: len - new_len,
             compact_seconds: compacting.elapsed().as_secs_f64(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv_store::{KvDtype, KvLayout};
+    use crate::paged_attention::PagedAttention;
+    use rkv_model::Attention;
+
+    /// R-KV lends its heads to each forward, whose attention describes the appended slots;
+    /// a forward that fails after some layers ran leaves those layers' heads describing
+    /// slots that are then given back, so abandoning it resets them (the next compression
+    /// computes from scratch) while heads that described nothing new are kept.
+    #[test]
+    fn abandoned_forward_forgets_what_it_described() {
+        let shape = AttentionShape {
+            n_layers: 2,
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 4,
+        };
+        let layout = KvLayout {
+            n_layers: 2,
+            n_kv_heads: 1,
+            head_dim: 4,
+            block_size: 4,
+        };
+        let cfg = CompressionConfig {
+            policy: PolicyKind::RKv,
+            budget: 16,
+            buffer: 8,
+            window: 2,
+            ..CompressionConfig::default()
+        };
+        let mut store = KvStore::new(layout, KvDtype::F16, 8).expect("store");
+        let mut table = BlockTable::new();
+        let mut comp = SeqCompression::new(cfg, shape).expect("config");
+        let forward = |store: &mut KvStore, seg: Segment, layers: usize, t: f32| {
+            let n = seg.n_tokens;
+            let mut attn = PagedAttention::new(store, shape, vec![seg]);
+            let q = vec![0.1f32; n * 2 * 4];
+            let k: Vec<f32> = (0..n * 4).map(|i| (i as f32 + t).sin()).collect();
+            let mut out = vec![0.0f32; q.len()];
+            for layer in 0..layers {
+                attn.attend(layer, &q, &k, &k, &mut out).expect("attend");
+            }
+            attn.segments.pop().expect("segment")
+        };
+        // Three tokens in full: both layers' heads describe all three slots.
+        let seg = comp
+            .open_segment(&mut store, &mut table, 0, 0, 3, true)
+            .expect("open");
+        let seg = forward(&mut store, seg, 2, 0.0);
+        comp.close_segment(seg);
+        let described =
+            |c: &SeqCompression| c.heads.iter().map(HeadState::described).collect::<Vec<_>>();
+        assert_eq!(described(&comp), [3, 3]);
+        // One more token whose forward stops after layer 0: layer 0's head is reset.
+        let seg = comp
+            .open_segment(&mut store, &mut table, 0, 3, 1, true)
+            .expect("open");
+        let seg = forward(&mut store, seg, 1, 3.0);
+        comp.abandon_segment(seg);
+        store.truncate(&mut table, 3).expect("truncate");
+        assert_eq!(described(&comp), [0, 3]);
+        // A head that was reset stays out of step (the compression catches it up); the
+        // other goes on describing.
+        let seg = comp
+            .open_segment(&mut store, &mut table, 0, 3, 1, true)
+            .expect("open");
+        let seg = forward(&mut store, seg, 2, 3.0);
+        comp.close_segment(seg);
+        assert_eq!(described(&comp), [0, 4]);
     }
 }

@@ -328,7 +328,7 @@ impl Engine {
         for ((i, _, _), seg) in feeds.iter().zip(segments) {
             let s = &mut self.seqs[*i];
             let len_before = seg.len_before;
-            s.compression.close_segment(seg);
+            s.compression.abandon_segment(seg);
             // Shrinking back to a length the table had cannot fail.
             let _ = self.store.truncate(&mut s.table, len_before);
         }

@@ -261,6 +261,23 @@ impl KvStore {
         }
     }
 
+    /// The key of `slot` of (layer, head) as stored, widened to f32, into `out`
+    /// (`[head_dim]`).
+    pub fn read_key(
+        &self,
+        blocks: &[BlockId],
+        layer: usize,
+        head: usize,
+        slot: usize,
+        out: &mut [f32],
+    ) {
+        let bs = self.layout.block_size;
+        let at = self
+            .layout
+            .elem_offset(blocks[slot / bs], layer, head, slot % bs);
+        self.keys.read(at, out);
+    }
+
     /// The keys of slots `0..len` of (layer, head) where they lie: one run of
     /// `block_size` rows per block, in the stored element type (nothing is copied).
     pub fn key_runs<'a>(

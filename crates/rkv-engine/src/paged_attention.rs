@@ -4,8 +4,12 @@
 //! Owns: appending each forward's keys/values to the sequences' blocks, causal attention
 //! with f32 accumulation over f16 or f32 storage (split over slot chunks and merged with
 //! the online-softmax rule of flash-decoding), and observing what policies need while it
-//! runs: the raw logits of the observation window's queries (R-KV, SnapKV) and accumulated
-//! attention probabilities (H2O). Nothing is recomputed for compression.
+//! runs: the raw logits of the observation window's queries (R-KV, SnapKV), accumulated
+//! attention probabilities (H2O), and for R-KV each appended key's dot products with the
+//! keys it attends over, which describe the new slot in the head's redundancy
+//! bookkeeping while those keys are in cache (`HeadState::describe_appended`), so that a
+//! compression has no similar-slot scan left to run. Nothing is recomputed for
+//! compression.
 //! Must not know: which policy will use the observations, models' weights, HTTP.
 
 use half::f16;
@@ -14,6 +18,7 @@ use rayon::prelude::*;
 use rkv_core::block_pool::BlockId;
 use rkv_core::exp::{exp_slice, max_lanes};
 use rkv_core::policy::importance::max_into;
+use rkv_core::policy::{appended_dots, HeadState, KeyElem};
 use rkv_model::{Attention, AttentionShape};
 
 use crate::error::EngineError;
@@ -71,6 +76,11 @@ pub struct Segment {
     /// H2O: accumulated attention probability per (layer, KV head) and slot,
     /// `[n_layers * n_kv_heads]` of `[len_before + n_tokens]`.
     pub accumulate: Option<Vec<Vec<f32>>>,
+    /// R-KV: the redundancy bookkeeping of each (layer, KV head),
+    /// `[n_layers * n_kv_heads]`, and the threshold. A head whose state describes exactly
+    /// the `len_before` slots (always, from the first append on, unless a failed forward
+    /// reset it) has this forward's tokens described one at a time, in order.
+    pub describe: Option<(Vec<HeadState>, f32)>,
 }
 
 /// Partial attention of one query token over one chunk of slots, for the `g` query heads
@@ -81,6 +91,7 @@ struct Partial {
     acc: Vec<f32>,    // [g, head_dim]
     probs: Vec<f32>,  // [g, chunk] chunk-normalised probabilities, kept only for H2O
     logits: Vec<f32>, // [g, chunk] raw logits, kept only when captured
+    dots: Vec<f32>,   // [chunk] the token's key . each slot's key, only when described
 }
 
 pub struct PagedAttention<'a> {
@@ -120,7 +131,7 @@ impl<'a> PagedAttention<'a> {
 
 /// Element types the store keeps, with the batched GQA kernels over one contiguous run of
 /// `n` slots: `scores[i, j] = q_i . k_j` and `out[i] += sum_j w[i, j] v_j`.
-trait KvElem: Copy + Send + Sync {
+trait KvElem: KeyElem {
     /// Rounds operands the way ggml's f16 matmuls do (no-op for f32 storage).
     fn round(x: f32) -> f32;
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]);
@@ -201,6 +212,7 @@ fn partial<E: KvElem>(
     c1: usize,
     keep_probs: bool,
     keep_logits: bool,
+    describe: Option<&[f32]>, // [d] the token's key as stored, when described
 ) -> Partial {
     let g = qs.len() / d;
     let n = c1 - c0;
@@ -227,6 +239,19 @@ fn partial<E: KvElem>(
     } else {
         Vec::new()
     };
+    // The key's dot products with the rows just read (still in cache), in rkv-core's
+    // fixed order (the redundancy's threshold decisions must be the oracle's).
+    let mut dots = Vec::new();
+    if let Some(key) = describe {
+        dots.resize(n, 0.0);
+        for &(s0, s1, off) in runs {
+            appended_dots(
+                key,
+                &keys[off * d..(off + s1 - s0) * d],
+                &mut dots[s0 - c0..s1 - c0],
+            );
+        }
+    }
     let mut max = vec![f32::NEG_INFINITY; g];
     let mut sum = vec![0f32; g];
     for i in 0..g {
@@ -262,6 +287,7 @@ fn partial<E: KvElem>(
         acc,
         probs: if keep_probs { logits } else { Vec::new() },
         logits: kept_logits,
+        dots,
     }
 }
 
@@ -311,6 +337,35 @@ impl Attention for PagedAttention<'_> {
                 }
             }
         }
+        // R-KV: the keys (as stored) of the tokens each (segment, KV head) describes,
+        // `[n_tokens, n_kv_heads, d]` (NaN-free or not: the policy decides), and which heads.
+        let described: Vec<Option<(Vec<bool>, Vec<f32>)>> = self
+            .segments
+            .iter()
+            .map(|seg| {
+                let (heads, _) = seg.describe.as_ref()?;
+                let on: Vec<bool> = (0..n_kv_heads)
+                    .map(|h| {
+                        let st = heads.get(layer * n_kv_heads + h);
+                        st.is_some_and(|st| st.described() == seg.len_before)
+                    })
+                    .collect();
+                if !on.contains(&true) {
+                    return None;
+                }
+                let mut keys = vec![0.0f32; seg.n_tokens * n_kv_heads * d];
+                for (i, key) in keys.chunks_exact_mut(d).enumerate() {
+                    let (t, h) = (i / n_kv_heads, i % n_kv_heads);
+                    self.store
+                        .read_key(&seg.blocks, layer, h, seg.len_before + t, key);
+                }
+                Some((on, keys))
+            })
+            .collect();
+        let key_of = |si: usize, t: usize, h: usize| -> Option<&[f32]> {
+            let (on, keys) = described[si].as_ref()?;
+            on[h].then(|| &keys[(t * n_kv_heads + h) * d..][..d])
+        };
         // 2. One task per (segment, token, KV head, chunk of slots).
         let tasks = &self.tasks;
         let scale = 1.0 / (d as f32).sqrt();
@@ -331,6 +386,7 @@ impl Attention for PagedAttention<'_> {
                 );
                 let keep_logits = seg.capture.as_ref().is_some_and(|(c, _)| t >= c.from_token);
                 let keep_probs = seg.accumulate.is_some();
+                let describe = key_of(si, t, h);
                 match (&store.keys, &store.values) {
                     (KvBuf::F16(kb), KvBuf::F16(vb)) => partial::<f16>(
                         kb.reinterpret_cast::<f16>(),
@@ -343,15 +399,27 @@ impl Attention for PagedAttention<'_> {
                         c1,
                         keep_probs,
                         keep_logits,
+                        describe,
                     ),
-                    (KvBuf::F32(kb), KvBuf::F32(vb)) => {
-                        partial::<f32>(kb, vb, &offs, d, qs, scale, c0, c1, keep_probs, keep_logits)
-                    }
+                    (KvBuf::F32(kb), KvBuf::F32(vb)) => partial::<f32>(
+                        kb,
+                        vb,
+                        &offs,
+                        d,
+                        qs,
+                        scale,
+                        c0,
+                        c1,
+                        keep_probs,
+                        keep_logits,
+                        describe,
+                    ),
                     _ => unreachable!("keys and values share one dtype"),
                 }
             })
             .collect();
         // 3. Merge the chunks of each (segment, token, KV head) and record observations.
+        let mut dots = Vec::new();
         let mut i = 0;
         while i < tasks.len() {
             let (si, t, h, _, _) = tasks[i];
@@ -409,6 +477,19 @@ impl Attention for PagedAttention<'_> {
                         }
                     }
                 }
+            }
+            // The token's slot joins its head's bookkeeping (tokens in order: tasks are).
+            if let (Some(key), Some((heads, threshold))) = (key_of(si, t, h), seg.describe.as_mut())
+            {
+                let slot = seg.len_before + t;
+                dots.clear();
+                for part in &partials[i..j] {
+                    dots.extend_from_slice(&part.dots);
+                }
+                dots.truncate(slot); // the slot's own entry is not a dot the state takes
+                heads[layer * n_kv_heads + h]
+                    .describe_appended(key, &dots, *threshold)
+                    .map_err(|e| format!("describing slot {slot}: {e}"))?;
             }
             i = j;
         }
