@@ -84,27 +84,33 @@ impl HeadState {
         }
         let inv = inv_norm(key);
         // Older rows: a match with the new slot is their latest (no slot is newer); the
-        // new row's latest is the last older row it matches. `S[i][n] == S[n][i]`
-        // (`CosineRows::entry_from_dot`, a symmetric dot times a commuted product).
-        let mut own = (NO_MATCH, 0.0f32);
+        // entries are `CosineRows::entry_from_dot`'s, and `S[i][n] == S[n][i]` (a
+        // symmetric dot times a commuted product). One branch-free pass that vectorises.
+        let entry = |d: f32, inv_i: f32| d * (inv_i * inv);
         let rows = self
             .latest
             .iter_mut()
             .zip(self.latest_entry.iter_mut())
             .zip(&self.inv_norm)
             .zip(dots);
-        for (i, (((latest, entry), &inv_i), &d)) in rows.enumerate() {
-            let v = d * (inv_i * inv);
+        for (((latest, e), &inv_i), &d) in rows {
+            let v = entry(d, inv_i);
             let hit = v > threshold;
             *latest = if hit { n as u32 } else { *latest };
-            *entry = if hit { v } else { *entry };
-            own = if hit { (i as u32, v) } else { own };
+            *e = if hit { v } else { *e };
         }
-        // The diagonal entry is 0: under a negative threshold it matches, and the new
-        // slot, the latest of all, is then its own `r` (as in the oracle).
-        if 0.0 > threshold {
-            own = (n as u32, 0.0);
-        }
+        // The new row's own: the diagonal (0) under a negative threshold, as in the oracle
+        // (the new slot is the latest of all), else the last older row it matches.
+        let own = if 0.0 > threshold {
+            (n as u32, 0.0)
+        } else {
+            dots.iter()
+                .zip(&self.inv_norm)
+                .rposition(|(&d, &inv_i)| entry(d, inv_i) > threshold)
+                .map_or((NO_MATCH, 0.0), |i| {
+                    (i as u32, entry(dots[i], self.inv_norm[i]))
+                })
+        };
         add_scaled_rows(&mut self.key_sum, [(key, inv)]);
         self.latest.push(own.0);
         self.latest_entry.push(own.1);
