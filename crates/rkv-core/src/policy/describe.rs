@@ -87,18 +87,28 @@ impl HeadState {
         // entries are `CosineRows::entry_from_dot`'s, and `S[i][n] == S[n][i]` (a
         // symmetric dot times a commuted product). One branch-free pass that vectorises.
         let entry = |d: f32, inv_i: f32| d * (inv_i * inv);
-        let rows = self
-            .latest
-            .iter_mut()
-            .zip(self.latest_entry.iter_mut())
-            .zip(&self.inv_norm)
-            .zip(dots);
-        for (((latest, e), &inv_i), &d) in rows {
-            let v = entry(d, inv_i);
-            let hit = v > threshold;
-            *latest = if hit { n as u32 } else { *latest };
-            *e = if hit { v } else { *e };
-        }
+        // Into new buffers (room for the new row), not in place: a select written back
+        // where it was read compiles to masked stores, which are slow on AMD CPUs.
+        let mut latest = Vec::with_capacity(n + 1);
+        let mut entries = Vec::with_capacity(n + 1);
+        let hits = || {
+            self.inv_norm
+                .iter()
+                .zip(dots)
+                .map(|(&inv_i, &d)| entry(d, inv_i))
+        };
+        latest.extend(
+            self.latest
+                .iter()
+                .zip(hits())
+                .map(|(&r, v)| if v > threshold { n as u32 } else { r }),
+        );
+        entries.extend(
+            self.latest_entry
+                .iter()
+                .zip(hits())
+                .map(|(&e, v)| if v > threshold { v } else { e }),
+        );
         // The new row's own: the diagonal (0) under a negative threshold, as in the oracle
         // (the new slot is the latest of all), else the last older row it matches.
         let own = if 0.0 > threshold {
@@ -112,8 +122,10 @@ impl HeadState {
                 })
         };
         add_scaled_rows(&mut self.key_sum, [(key, inv)]);
-        self.latest.push(own.0);
-        self.latest_entry.push(own.1);
+        latest.push(own.0);
+        entries.push(own.1);
+        self.latest = latest;
+        self.latest_entry = entries;
         self.inv_norm.push(inv);
         Ok(())
     }
