@@ -28,13 +28,13 @@ run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --compare-polic
 run gen4096_512 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
 run event_1024 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy snapkv --kv-budget 1024 --depths 0 --tokens 2048 --repeat 5 --json
 # One compression event of one KV head in rkv-core (criterion; per-sample times copied here).
-cargo bench -p rkv-core --bench compress -- 'compress/(rkv_fast|rkv_paged|snapkv)/B(256|1024|4096)_'
+cargo bench -p rkv-core --bench compress -- 'compress/(rkv_fast|rkv_paged|rkv_paged_described|snapkv)/B(256|1024|4096)_'
 rm -rf "$OUT/compress" && mkdir -p "$OUT/compress"
-for f in "${CARGO_TARGET_DIR:-target}"/criterion/compress/{rkv_fast,rkv_paged,snapkv}/B*/new/sample.json; do
+for f in "${CARGO_TARGET_DIR:-target}"/criterion/compress/{rkv_fast,rkv_paged,rkv_paged_described,snapkv}/B*/new/sample.json; do
   id=$(basename "$(dirname "$(dirname "$f")")"); pol=$(basename "$(dirname "$(dirname "$(dirname "$f")")")")
   cp "$f" "$OUT/compress/${pol}_${id}.json"
 done
-# The same events as ratios per round (R-KV flat, R-KV paged and SnapKV alternating).
+# The same events as ratios per round (R-KV flat, paged, paged from a described state, and SnapKV alternating).
 run compress_paired cargo bench -p rkv-core --bench compress_paired -- --json
 run fidelity $RKV eval fidelity --threads 2 --traces ../shared/data/traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl \
   --limit 10 --max-tokens 2000 --budgets 128,256,512 --policies rkv,snapkv,h2o,streamingllm --json --plot BENCHMARKS-fidelity.svg

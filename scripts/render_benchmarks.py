@@ -45,7 +45,7 @@ def criterion_compress():
     if not os.path.isdir(folder):
         return out
     for name in sorted(os.listdir(folder)):
-        m = re.match(r"(rkv_fast|rkv_paged|snapkv)_B(\d+)_d(\d+)\.json$", name)
+        m = re.match(r"(rkv_fast|rkv_paged_described|rkv_paged|snapkv)_B(\d+)_d(\d+)\.json$", name)
         if not m:
             continue
         with open(os.path.join(folder, name)) as f:
@@ -225,17 +225,21 @@ def main():
                 "`cargo bench -p rkv-core --bench compress` (buffer 128, window 8, GQA group 4; R-KV in steady state: "
                 "the head state has seen a previous compression). Synthetic clustered keys rounded to f16 "
                 "(`crates/rkv-core/benches/support/mod.rs`), read as flat f32 (R-KV flat) and as f16 in the "
-                "engine's runs of 32 rows (R-KV paged, what the engine passes), microseconds per event, "
+                "engine's runs of 32 rows (R-KV paged, what the engine passes) and the paged event from a state "
+                "that described the new slots as they were appended (R-KV described, what the engine's decode "
+                "steps leave), microseconds per event, "
                 "median (min-max) of criterion's samples; the ratios compare medians:", "",
-                "| budget | head_dim | R-KV flat us | R-KV paged us | SnapKV us | flat / SnapKV | paged / SnapKV |",
-                "|---|---|---|---|---|---|---|"]
+                "| budget | head_dim | R-KV flat us | R-KV paged us | R-KV described us | SnapKV us | flat / SnapKV | "
+                "paged / SnapKV | described / SnapKV |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for (b, d), v in sorted(core.items()):
             if "rkv_fast" in v and "snapkv" in v:
                 sn = v["snapkv"]["median"]
-                paged = v.get("rkv_paged")
-                paged_ratio = f"{paged['median'] / sn:.2f}" if paged else "-"
+                paged, desc = v.get("rkv_paged"), v.get("rkv_paged_described")
+                ratio = lambda x: f"{x['median'] / sn:.2f}" if x else "-"
                 out.append(f"| {b} | {d} | {fmt(v['rkv_fast'])} | {fmt(paged) if paged else '-'} | "
-                           f"{fmt(v['snapkv'])} | {v['rkv_fast']['median'] / sn:.2f} | {paged_ratio} |")
+                           f"{fmt(desc) if desc else '-'} | {fmt(v['snapkv'])} | {v['rkv_fast']['median'] / sn:.2f} | "
+                           f"{ratio(paged)} | {ratio(desc)} |")
         out.append("")
     cmd_p, paired = load("compress_paired")
     if paired:
@@ -243,14 +247,18 @@ def main():
         out += ([] if core else ["## One compression event of one KV head in rkv-core", ""]) + [
                 f"The same events paired: `{cmd_p}`. Each of {r0['rounds']} rounds runs a batch of events "
                 "of each variant (the order rotating from round to round) and gives its own ratios, so noise "
-                "that outlasts a round weighs on all three; microseconds per event and ratios per round, "
-                "median (min-max) over the rounds:", "",
-                "| keys | budget | head_dim | R-KV flat us | R-KV paged us | SnapKV us | flat / SnapKV | paged / SnapKV |",
-                "|---|---|---|---|---|---|---|---|"]
+                "that outlasts a round weighs on all of them; microseconds per event and ratios per round, "
+                "median (min-max) over the rounds (R-KV described: the paged event from a state that described "
+                "the new slots as they were appended, as the engine's decode steps do):", "",
+                "| keys | budget | head_dim | R-KV flat us | R-KV paged us | R-KV described us | SnapKV us | "
+                "flat / SnapKV | paged / SnapKV | described / SnapKV |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for r in paired:
+            desc, desc_ratio = r.get("rkv_described_us"), r.get("described_ratio")
             out.append(f"| {r.get('keys', 'synthetic')} | {r['budget']} | {r['head_dim']} | {fmt(r['rkv_flat_us'])} | "
-                       f"{fmt(r['rkv_paged_us'])} | {fmt(r['snapkv_us'])} | {fmt(r['flat_ratio'], 2)} | "
-                       f"{fmt(r['paged_ratio'], 2)} |")
+                       f"{fmt(r['rkv_paged_us'])} | {fmt(desc) if desc else '-'} | {fmt(r['snapkv_us'])} | "
+                       f"{fmt(r['flat_ratio'], 2)} | {fmt(r['paged_ratio'], 2)} | "
+                       f"{fmt(desc_ratio, 2) if desc_ratio else '-'} |")
         if any(r.get("keys", "synthetic") != "synthetic" for r in paired):
             out += ["", "Synthetic keys are clusters with noise and repeated runs (`benches/support`); the real "
                     "ones are one layer's post-RoPE keys of the default model from the golden stream "
