@@ -106,10 +106,10 @@ struct Stats {
 }
 
 /// Describes the rows `state.described()..` of `rows` one at a time (the engine's
-/// per-step path), when the state describes every row before them.
+/// per-step path; from an empty state too, as the engine describes a prompt).
 fn describe_new<E: KeyElem>(state: &mut HeadState, rows: &[Vec<E>], threshold: f32) -> usize {
     let from = state.described();
-    if from == 0 || from >= rows.len() {
+    if from >= rows.len() {
         return 0;
     }
     let flat: Vec<E> = rows.concat();
@@ -188,6 +188,10 @@ fn run(
     // A prompt of random length, then one token at a time (several at once sometimes).
     let prompt = rng.gen_range(1..2 * (budget + buffer));
     resident.extend(gen.next_block(prompt));
+    // The engine describes the prompt too (from the empty state).
+    if describe && rng.gen_bool(0.5) {
+        stats.described_on_append += describe_new(&mut state, &resident, threshold);
+    }
     while stats.compressions < n_comp {
         if !cfg.should_compress(resident.len()) {
             let n = rng.gen_range(1..4);

@@ -115,8 +115,10 @@ impl SeqCompression {
 
     /// Reserves `n` slots in `table` for a step's tokens (the forward's rows
     /// `token_start..`, positions `first_position..`) and builds the step's segment: the
-    /// window observation the schedule asks for and the H2O accumulators, lent to the
-    /// forward until [`Self::close_segment`]. All or nothing: on error nothing changed.
+    /// window observation the schedule asks for, the H2O accumulators and R-KV's head
+    /// states, lent to the forward until [`Self::close_segment`] (or
+    /// [`Self::abandon_segment`]), which must be called before the next compression. All
+    /// or nothing: on error nothing changed.
     pub fn open_segment(
         &mut self,
         store: &mut KvStore,
@@ -191,6 +193,17 @@ impl SeqCompression {
         store: &mut KvStore,
         table: &mut BlockTable,
     ) -> Result<CompressionOutcome> {
+        // A segment not given back (see `open_segment`) leaves these short: refuse rather
+        // than compact nothing and truncate.
+        let n_heads = self.shape.n_layers * self.shape.n_kv_heads;
+        if self.heads.len() != n_heads
+            || self.h2o.as_ref().is_some_and(|a| a.len() != n_heads)
+            || (self.cfg.policy.needs_h2o_scores() && self.h2o.is_none())
+        {
+            return Err(EngineError::Config(
+                "the sequence's policy state is still lent to a forward".into(),
+            ));
+        }
         let len = table.len();
         if !self.cfg.should_compress(len) {
             return Ok(CompressionOutcome::default());
@@ -320,7 +333,13 @@ mod tests {
             .open_segment(&mut store, &mut table, 0, 0, 3, true)
             .expect("open");
         let seg = forward(&mut store, seg, 2, 0.0);
+        // Compressing while the heads are lent is refused, not run over no heads.
+        assert!(matches!(
+            comp.maybe_compress(&mut store, &mut table),
+            Err(EngineError::Config(_))
+        ));
         comp.close_segment(seg);
+        assert!(comp.maybe_compress(&mut store, &mut table).is_ok());
         let described =
             |c: &SeqCompression| c.heads.iter().map(HeadState::described).collect::<Vec<_>>();
         assert_eq!(described(&comp), [3, 3]);
@@ -340,5 +359,67 @@ mod tests {
         let seg = forward(&mut store, seg, 2, 3.0);
         comp.close_segment(seg);
         assert_eq!(described(&comp), [0, 4]);
+    }
+
+    /// The attention describes every appended slot as the oracle resolves it, over f16
+    /// keys read in place, when a head's slots are split over several attention tasks
+    /// (more than 256 visible) and a segment holds many tokens (a prompt) or one.
+    #[test]
+    fn described_slots_match_the_oracle_across_attention_chunks() {
+        let d = 16;
+        let shape = AttentionShape {
+            n_layers: 1,
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: d,
+        };
+        let layout = KvLayout {
+            n_layers: 1,
+            n_kv_heads: 1,
+            head_dim: d,
+            block_size: 16,
+        };
+        let cfg = CompressionConfig {
+            policy: PolicyKind::RKv,
+            budget: 4096,
+            ..CompressionConfig::default()
+        };
+        let mut store = KvStore::new(layout, KvDtype::F16, 64).expect("store");
+        let mut table = BlockTable::new();
+        let mut comp = SeqCompression::new(cfg, shape).expect("config");
+        // Keys near one of five directions (so that many rows match), with noise.
+        let key = |p: usize| -> Vec<f32> {
+            let c = (p * 7 + p / 3) % 5;
+            (0..d)
+                .map(|i| ((c * d + i) as f32 * 0.9).sin() + 0.4 * ((p * 31 + i * 17) as f32).sin())
+                .collect()
+        };
+        let mut pos = 0;
+        for n in [300, 1, 1, 57, 1, 1, 1] {
+            let seg = comp
+                .open_segment(&mut store, &mut table, 0, pos, n, true)
+                .expect("open");
+            let q = vec![0.1f32; n * 2 * d];
+            let k: Vec<f32> = (pos..pos + n).flat_map(key).collect();
+            let mut out = vec![0.0f32; q.len()];
+            let mut attn = PagedAttention::new(&mut store, shape, vec![seg]);
+            attn.attend(0, &q, &k, &k, &mut out).expect("attend");
+            let seg = attn.segments.pop().expect("segment");
+            comp.close_segment(seg);
+            pos += n;
+        }
+        let mut keys = Vec::new();
+        store.read_keys_into(table.blocks(), 0, 0, pos, &mut keys);
+        assert_eq!(comp.heads[0].described(), pos);
+        let oracle = rkv_core::policy::redundancy_oracle(&keys, d, cfg.threshold, cfg.window);
+        let matched = oracle.latest.iter().filter(|r| r.is_some()).count();
+        assert!(
+            matched > pos / 2,
+            "the keys should repeat: {matched} of {pos}"
+        );
+        assert_eq!(
+            comp.heads[0].latest_resolved(&keys, d, cfg.threshold),
+            oracle.latest
+        );
     }
 }

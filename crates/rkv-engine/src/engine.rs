@@ -270,6 +270,9 @@ impl Engine {
         let vocab = self.model.config().vocab_size;
         let mut events = Vec::new();
         let mut row = 0;
+        // Every sequence takes back what its segment lent the forward before anything
+        // below can fail: a segment dropped unclosed would take its sequence's policy
+        // state (R-KV's head states, H2O's accumulators) with it.
         for ((i, toks, decode), seg) in feeds.iter().zip(segments) {
             let s = &mut self.seqs[*i];
             s.compression.close_segment(seg);
@@ -278,6 +281,9 @@ impl Engine {
             } else {
                 s.prefilled += toks.len();
             }
+        }
+        for (i, _, _) in &feeds {
+            let s = &mut self.seqs[*i];
             // The prompt is one append: the schedule runs after its last chunk only.
             if s.in_prefill() {
                 continue;
@@ -323,7 +329,9 @@ impl Engine {
     }
 
     /// Undoes the segments opened by a step that failed: every sequence gets back its
-    /// borrowed buffers and the slots reserved for the step, as if it had not run.
+    /// borrowed buffers and the slots reserved for the step, as if it had not run, except
+    /// that an R-KV head that described some of those slots starts its next compression
+    /// from scratch (`SeqCompression::abandon_segment`).
     fn abandon(&mut self, feeds: &[(usize, Vec<u32>, bool)], segments: Vec<Segment>) {
         for ((i, _, _), seg) in feeds.iter().zip(segments) {
             let s = &mut self.seqs[*i];

@@ -78,8 +78,9 @@ pub struct Segment {
     pub accumulate: Option<Vec<Vec<f32>>>,
     /// R-KV: the redundancy bookkeeping of each (layer, KV head),
     /// `[n_layers * n_kv_heads]`, and the threshold. A head whose state describes exactly
-    /// the `len_before` slots (always, from the first append on, unless a failed forward
-    /// reset it) has this forward's tokens described one at a time, in order.
+    /// the `len_before` slots (from the first append on, until a failed forward resets it
+    /// and a compression catches it up) has this forward's tokens described one at a
+    /// time, in order.
     pub describe: Option<(Vec<HeadState>, f32)>,
 }
 

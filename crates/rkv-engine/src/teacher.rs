@@ -177,8 +177,17 @@ impl Engine {
         let positions: Vec<usize> = (start..start + chunk.len()).collect();
         let mut attn = PagedAttention::new(&mut self.store, shape, vec![seg]);
         let out = self.model.forward(chunk, &positions, &mut attn, rows);
-        if let Some(seg) = attn.segments.pop() {
-            compression.close_segment(seg);
+        let seg = attn.segments.pop();
+        drop(attn);
+        if let Some(seg) = seg {
+            if out.is_ok() {
+                compression.close_segment(seg);
+            } else {
+                // As the step loop does: the slots go back, and so does what described them.
+                let len_before = seg.len_before;
+                compression.abandon_segment(seg);
+                self.store.truncate(table, len_before)?;
+            }
         }
         Ok(out?)
     }

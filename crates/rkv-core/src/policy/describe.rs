@@ -53,8 +53,10 @@ impl HeadState {
     /// `n = self.described()`): `key` is its key as the cache stores it, widened to f32
     /// (`[d]`), and `dots[i] = dot(key, k_i)` for every described slot `i < n`
     /// ([`appended_dots`]). Afterwards the state is what a compression-time pass over the
-    /// `n + 1` slots would leave before selecting, so the next compression scans no
-    /// candidates for these rows. An error (and no change) when the shapes do not match.
+    /// `n + 1` slots would leave before selecting (every `r(i)`, entry and inverse norm
+    /// bit for bit; the key sum up to its summation order, one row at a time here), so
+    /// the next compression scans no candidates for these rows. An error (and no change)
+    /// when the shapes do not match.
     pub fn describe_appended(
         &mut self,
         key: &[f32],

@@ -36,7 +36,8 @@
 //!
 //! Must not know: importance, selection rules, tensors. It relies on the engine's contract:
 //! at the next compression, slot `i` of the cache is `kept[i]` of this one for every
-//! `i < kept.len()`, with bit-identical keys, and newer slots follow.
+//! `i < kept.len()`, with bit-identical keys, and newer slots follow; a slot described as
+//! appended (`super::describe`) holds exactly the key it was described with, as stored.
 
 use super::cosine::CosineRows;
 use super::dot::{add_scaled_rows, dot, dots2, inv_norm};
