@@ -289,24 +289,38 @@ mod tests {
     use crate::paged_attention::PagedAttention;
     use rkv_model::Attention;
 
+    /// A model shape of `n_layers` layers with one KV head of `d` dims and two query heads,
+    /// an f16 store of `n_blocks` blocks of `block_size` slots, and `cfg`'s compression.
+    fn one_kv_head(
+        n_layers: usize,
+        d: usize,
+        block_size: usize,
+        n_blocks: usize,
+        cfg: CompressionConfig,
+    ) -> (AttentionShape, KvStore, SeqCompression) {
+        let shape = AttentionShape {
+            n_layers,
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: d,
+        };
+        let layout = KvLayout {
+            n_layers,
+            n_kv_heads: 1,
+            head_dim: d,
+            block_size,
+        };
+        let store = KvStore::new(layout, KvDtype::F16, n_blocks).expect("store");
+        let comp = SeqCompression::new(cfg, shape).expect("config");
+        (shape, store, comp)
+    }
+
     /// R-KV lends its heads to each forward, whose attention describes the appended slots;
     /// a forward that fails after some layers ran leaves those layers' heads describing
     /// slots that are then given back, so abandoning it resets them (the next compression
     /// computes from scratch) while heads that described nothing new are kept.
     #[test]
     fn abandoned_forward_forgets_what_it_described() {
-        let shape = AttentionShape {
-            n_layers: 2,
-            n_heads: 2,
-            n_kv_heads: 1,
-            head_dim: 4,
-        };
-        let layout = KvLayout {
-            n_layers: 2,
-            n_kv_heads: 1,
-            head_dim: 4,
-            block_size: 4,
-        };
         let cfg = CompressionConfig {
             policy: PolicyKind::RKv,
             budget: 16,
@@ -314,9 +328,8 @@ mod tests {
             window: 2,
             ..CompressionConfig::default()
         };
-        let mut store = KvStore::new(layout, KvDtype::F16, 8).expect("store");
+        let (shape, mut store, mut comp) = one_kv_head(2, 4, 4, 8, cfg);
         let mut table = BlockTable::new();
-        let mut comp = SeqCompression::new(cfg, shape).expect("config");
         let forward = |store: &mut KvStore, seg: Segment, layers: usize, t: f32| {
             let n = seg.n_tokens;
             let mut attn = PagedAttention::new(store, shape, vec![seg]);
@@ -367,26 +380,13 @@ mod tests {
     #[test]
     fn described_slots_match_the_oracle_across_attention_chunks() {
         let d = 16;
-        let shape = AttentionShape {
-            n_layers: 1,
-            n_heads: 2,
-            n_kv_heads: 1,
-            head_dim: d,
-        };
-        let layout = KvLayout {
-            n_layers: 1,
-            n_kv_heads: 1,
-            head_dim: d,
-            block_size: 16,
-        };
         let cfg = CompressionConfig {
             policy: PolicyKind::RKv,
             budget: 4096,
             ..CompressionConfig::default()
         };
-        let mut store = KvStore::new(layout, KvDtype::F16, 64).expect("store");
+        let (shape, mut store, mut comp) = one_kv_head(1, d, 16, 64, cfg);
         let mut table = BlockTable::new();
-        let mut comp = SeqCompression::new(cfg, shape).expect("config");
         // Keys near one of five directions (so that many rows match), with noise.
         let key = |p: usize| -> Vec<f32> {
             let c = (p * 7 + p / 3) % 5;

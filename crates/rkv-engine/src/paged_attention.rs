@@ -201,20 +201,32 @@ fn runs(
     out
 }
 
-#[allow(clippy::too_many_arguments)]
-fn partial<E: KvElem>(
-    keys: &[E],
-    values: &[E],
-    runs: &[(usize, usize, usize)], // contiguous runs of c0..c1, see `runs`
+/// What one attention task computes over: one query token's `g` query heads against one
+/// chunk `c0..c1` of a KV head's slots, and what it keeps for the policies.
+struct Chunk<'a> {
+    runs: &'a [(usize, usize, usize)], // contiguous runs of c0..c1, see `runs`
     d: usize,
-    qs: &[f32], // [g, d]
+    qs: &'a [f32], // [g, d]
     scale: f32,
     c0: usize,
     c1: usize,
     keep_probs: bool,
     keep_logits: bool,
-    describe: Option<&[f32]>, // [d] the token's key as stored, when described
-) -> Partial {
+    describe: Option<&'a [f32]>, // [d] the token's key as stored, when described
+}
+
+fn partial<E: KvElem>(keys: &[E], values: &[E], chunk: &Chunk<'_>) -> Partial {
+    let Chunk {
+        runs,
+        d,
+        qs,
+        scale,
+        c0,
+        c1,
+        keep_probs,
+        keep_logits,
+        describe,
+    } = *chunk;
     let g = qs.len() / d;
     let n = c1 - c0;
     // ggml multiplies an f16 cache with f16 copies of its operands: the queries here, the
@@ -338,8 +350,9 @@ impl Attention for PagedAttention<'_> {
                 }
             }
         }
-        // R-KV: the keys (as stored) of the tokens each (segment, KV head) describes,
-        // `[n_tokens, n_kv_heads, d]` (NaN-free or not: the policy decides), and which heads.
+        // R-KV: which KV heads of each segment describe this forward's tokens (their state
+        // describes exactly the slots before them), and those tokens' keys read back as
+        // stored, `[n_tokens, n_kv_heads, d]`.
         let described: Vec<Option<(Vec<bool>, Vec<f32>)>> = self
             .segments
             .iter()
@@ -385,36 +398,24 @@ impl Attention for PagedAttention<'_> {
                     c0,
                     c1,
                 );
-                let keep_logits = seg.capture.as_ref().is_some_and(|(c, _)| t >= c.from_token);
-                let keep_probs = seg.accumulate.is_some();
-                let describe = key_of(si, t, h);
+                let chunk = Chunk {
+                    runs: &offs,
+                    d,
+                    qs,
+                    scale,
+                    c0,
+                    c1,
+                    keep_probs: seg.accumulate.is_some(),
+                    keep_logits: seg.capture.as_ref().is_some_and(|(c, _)| t >= c.from_token),
+                    describe: key_of(si, t, h),
+                };
                 match (&store.keys, &store.values) {
                     (KvBuf::F16(kb), KvBuf::F16(vb)) => partial::<f16>(
                         kb.reinterpret_cast::<f16>(),
                         vb.reinterpret_cast::<f16>(),
-                        &offs,
-                        d,
-                        qs,
-                        scale,
-                        c0,
-                        c1,
-                        keep_probs,
-                        keep_logits,
-                        describe,
+                        &chunk,
                     ),
-                    (KvBuf::F32(kb), KvBuf::F32(vb)) => partial::<f32>(
-                        kb,
-                        vb,
-                        &offs,
-                        d,
-                        qs,
-                        scale,
-                        c0,
-                        c1,
-                        keep_probs,
-                        keep_logits,
-                        describe,
-                    ),
+                    (KvBuf::F32(kb), KvBuf::F32(vb)) => partial::<f32>(kb, vb, &chunk),
                     _ => unreachable!("keys and values share one dtype"),
                 }
             })

@@ -89,28 +89,27 @@ impl HeadState {
         // entries are `CosineRows::entry_from_dot`'s, and `S[i][n] == S[n][i]` (a
         // symmetric dot times a commuted product). One branch-free pass that vectorises.
         let entry = |d: f32, inv_i: f32| d * (inv_i * inv);
-        // Into new buffers (room for the new row), not in place: a select written back
-        // where it was read compiles to masked stores, which are slow on AMD CPUs.
-        let mut latest = Vec::with_capacity(n + 1);
-        let mut entries = Vec::with_capacity(n + 1);
-        let hits = || {
-            self.inv_norm
-                .iter()
-                .zip(dots)
-                .map(|(&inv_i, &d)| entry(d, inv_i))
-        };
-        latest.extend(
-            self.latest
-                .iter()
-                .zip(hits())
-                .map(|(&r, v)| if v > threshold { n as u32 } else { r }),
-        );
-        entries.extend(
-            self.latest_entry
-                .iter()
-                .zip(hits())
-                .map(|(&e, v)| if v > threshold { v } else { e }),
-        );
+        // In place through buffers on the stack, as `importance::max_into` does: a select
+        // written back where it was read compiles to masked stores, slow on AMD CPUs.
+        let (mut tl, mut te) = ([0u32; 64], [0.0f32; 64]);
+        let rows = self
+            .latest
+            .chunks_mut(64)
+            .zip(self.latest_entry.chunks_mut(64))
+            .zip(self.inv_norm.chunks(64))
+            .zip(dots.chunks(64));
+        for (((l, e), inv_c), d_c) in rows {
+            let m = l.len();
+            let cols = tl.iter_mut().zip(te.iter_mut()).zip(l.iter().zip(e.iter()));
+            for (((ol, oe), (&r, &old)), (&inv_i, &d)) in cols.zip(inv_c.iter().zip(d_c)) {
+                let v = entry(d, inv_i);
+                let hit = v > threshold;
+                *ol = if hit { n as u32 } else { r };
+                *oe = if hit { v } else { old };
+            }
+            l.copy_from_slice(&tl[..m]);
+            e.copy_from_slice(&te[..m]);
+        }
         // The new row's own: the diagonal (0) under a negative threshold, as in the oracle
         // (the new slot is the latest of all), else the last older row it matches.
         let own = if 0.0 > threshold {
@@ -124,10 +123,8 @@ impl HeadState {
                 })
         };
         add_scaled_rows(&mut self.key_sum, [(key, inv)]);
-        latest.push(own.0);
-        entries.push(own.1);
-        self.latest = latest;
-        self.latest_entry = entries;
+        self.latest.push(own.0);
+        self.latest_entry.push(own.1);
         self.inv_norm.push(inv);
         Ok(())
     }
