@@ -130,8 +130,13 @@ impl Setup {
     /// a time, as the engine does while it decodes (`HeadState::describe_appended`): the
     /// state a compression of this cache starts from in the engine.
     pub fn described_state(&self) -> HeadState {
+        self.described_up_to(self.keys.len() / self.dim)
+    }
+
+    /// [`Setup::described_state`] with only the slots before `len` described.
+    pub fn described_up_to(&self, len: usize) -> HeadState {
         let mut state = self.state.clone();
-        let (d, len) = (self.dim, self.keys.len() / self.dim);
+        let d = self.dim;
         for n in state.described()..len {
             let mut dots = vec![0.0; n];
             appended_dots(

@@ -15,6 +15,8 @@
 
 use super::dot::{add_scaled_rows, dot, dots, inv_norm};
 use super::keys::KeyElem;
+#[cfg(x86_64_v3)]
+use super::keys::Rows;
 use super::redundancy_fast::{HeadState, MAX_LEN, NO_MATCH};
 use super::PolicyError;
 
@@ -33,6 +35,17 @@ pub fn appended_dots<E: KeyElem>(key: &[f32], rows: &[E], out: &mut [f32]) {
         return;
     }
     let rows = &rows[..out.len() * d];
+    // Whole groups through one reduction per group of rows (the tile modules'), the rest
+    // four rows at a time.
+    #[cfg(x86_64_v3)]
+    let done = {
+        // SAFETY: the target has AVX2, FMA and F16C (x86-64-v3, which the AVX-512 build
+        // implies); `rows` holds exactly `out.len()` rows of `d == key.len()`.
+        unsafe { super::tile::dots_tiled(key, &Rows::flat(rows, d), out) }
+    };
+    #[cfg(not(x86_64_v3))]
+    let done = 0;
+    let (rows, out) = (&rows[done * d..], &mut out[done..]);
     let mut quads = out.chunks_exact_mut(ROWS);
     let mut blocks = rows.chunks_exact(ROWS * d);
     for (o, block) in (&mut quads).zip(&mut blocks) {
@@ -91,36 +104,47 @@ impl HeadState {
         let entry = |d: f32, inv_i: f32| d * (inv_i * inv);
         // In place through buffers on the stack, as `importance::max_into` does: a select
         // written back where it was read compiles to masked stores, slow on AMD CPUs.
+        // The same pass finds the last older row that matches, one past its index in
+        // `last` (0: none), since the new row's match with row `i` is row `i`'s with it.
         let (mut tl, mut te) = ([0u32; 64], [0.0f32; 64]);
+        let mut last = 0u32;
         let rows = self
             .latest
             .chunks_mut(64)
             .zip(self.latest_entry.chunks_mut(64))
             .zip(self.inv_norm.chunks(64))
             .zip(dots.chunks(64));
-        for (((l, e), inv_c), d_c) in rows {
+        for (c, (((l, e), inv_c), d_c)) in rows.enumerate() {
             let m = l.len();
+            let first = (64 * c) as u32 + 1;
             let cols = tl.iter_mut().zip(te.iter_mut()).zip(l.iter().zip(e.iter()));
-            for (((ol, oe), (&r, &old)), (&inv_i, &d)) in cols.zip(inv_c.iter().zip(d_c)) {
+            let mut chunk_last = 0u32;
+            for (k, (((ol, oe), (&r, &old)), (&inv_i, &d))) in
+                cols.zip(inv_c.iter().zip(d_c)).enumerate()
+            {
                 let v = entry(d, inv_i);
-                let hit = v > threshold;
-                *ol = if hit { n as u32 } else { r };
-                *oe = if hit { v } else { old };
+                // All ones on a hit: selects by bit masks, so that both sides are always
+                // loaded (an `if` here compiled to masked loads of the old values, which
+                // took most of the pass's time on AMD Zen 3).
+                let hit = 0u32.wrapping_sub(u32::from(v > threshold));
+                *ol = (n as u32 & hit) | (r & !hit);
+                *oe = f32::from_bits((v.to_bits() & hit) | (old.to_bits() & !hit));
+                chunk_last = chunk_last.max((first + k as u32) & hit);
             }
+            last = last.max(chunk_last);
             l.copy_from_slice(&tl[..m]);
             e.copy_from_slice(&te[..m]);
         }
         // The new row's own: the diagonal (0) under a negative threshold, as in the oracle
-        // (the new slot is the latest of all), else the last older row it matches.
+        // (the new slot is the latest of all), else the last older row it matches, with
+        // the entry the pass just stored there (`S[n][i] == S[i][n]`).
         let own = if 0.0 > threshold {
             (n as u32, 0.0)
         } else {
-            dots.iter()
-                .zip(&self.inv_norm)
-                .rposition(|(&d, &inv_i)| entry(d, inv_i) > threshold)
-                .map_or((NO_MATCH, 0.0), |i| {
-                    (i as u32, entry(dots[i], self.inv_norm[i]))
-                })
+            match last.checked_sub(1) {
+                Some(i) => (i, self.latest_entry[i as usize]),
+                None => (NO_MATCH, 0.0),
+            }
         };
         add_scaled_rows(&mut self.key_sum, [(key, inv)]);
         self.latest.push(own.0);
@@ -149,23 +173,29 @@ mod tests {
         }
     }
 
+    /// Every product equals its own [`dot`] bit for bit, over f32 and f16 rows, for head
+    /// sizes with and without a partial register and row counts past whole tile groups
+    /// (8 rows on AVX2, 16 on AVX-512) with a remainder.
     #[test]
     fn dots_equal_dot_for_f32_and_f16_rows() {
-        let dim = 13;
-        let keys: Vec<f32> = (0..9 * dim)
-            .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
-            .collect();
-        let half: Vec<f16> = keys.iter().map(|&x| f16::from_f32(x)).collect();
-        let key: Vec<f32> = half[8 * dim..].iter().map(|x| x.to_f32()).collect();
-        let mut a = vec![f32::NAN; 8];
-        let mut b = vec![f32::NAN; 8];
-        appended_dots(&key, &half[..8 * dim], &mut a);
-        let wide: Vec<f32> = half.iter().map(|x| x.to_f32()).collect();
-        appended_dots(&key, &wide[..8 * dim], &mut b);
-        for i in 0..8 {
-            let want = dot(&half[i * dim..(i + 1) * dim], &half[8 * dim..]);
-            assert_eq!(a[i].to_bits(), want.to_bits(), "row {i}");
-            assert_eq!(b[i].to_bits(), want.to_bits(), "row {i}");
+        for dim in [1usize, 13, 64, 128] {
+            for n in [0usize, 3, 8, 16, 37] {
+                let keys: Vec<f32> = (0..(n + 1) * dim)
+                    .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+                    .collect();
+                let half: Vec<f16> = keys.iter().map(|&x| f16::from_f32(x)).collect();
+                let key: Vec<f32> = half[n * dim..].iter().map(|x| x.to_f32()).collect();
+                let mut a = vec![f32::NAN; n];
+                let mut b = vec![f32::NAN; n];
+                appended_dots(&key, &half[..n * dim], &mut a);
+                let wide: Vec<f32> = half.iter().map(|x| x.to_f32()).collect();
+                appended_dots(&key, &wide[..n * dim], &mut b);
+                for i in 0..n {
+                    let want = dot(&half[i * dim..(i + 1) * dim], &half[n * dim..]);
+                    assert_eq!(a[i].to_bits(), want.to_bits(), "d {dim}, row {i} of {n}");
+                    assert_eq!(b[i].to_bits(), want.to_bits(), "d {dim}, row {i} of {n}");
+                }
+            }
         }
     }
 

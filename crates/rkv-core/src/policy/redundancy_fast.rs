@@ -84,6 +84,13 @@ impl HeadState {
         self.latest.len()
     }
 
+    /// Room for `additional` more described slots without reallocating (as `Vec::reserve`).
+    pub fn reserve(&mut self, additional: usize) {
+        self.latest.reserve(additional);
+        self.latest_entry.reserve(additional);
+        self.inv_norm.reserve(additional);
+    }
+
     /// Forget everything (the next compression computes from scratch).
     pub fn reset(&mut self) {
         *self = Self::default();
