@@ -9,6 +9,7 @@
 //! step hands its work to the pool and sleeps until it is done, which on 2 cores halves
 //! decode speed.
 
+mod attention_chunk;
 pub mod compression;
 pub mod engine;
 pub mod error;

@@ -2,8 +2,8 @@
 //! [`rkv_model::Attention`].
 //!
 //! Owns: appending each forward's keys/values to the sequences' blocks, causal attention
-//! with f32 accumulation over f16 or f32 storage (split over slot chunks and merged with
-//! the online-softmax rule of flash-decoding), and observing what policies need while it
+//! split over slot chunks (one task each, `attention_chunk`) and merged with the
+//! online-softmax rule of flash-decoding, and recording what policies need while it
 //! runs: the raw logits of the observation window's queries (R-KV, SnapKV), accumulated
 //! attention probabilities (H2O), and for R-KV each appended key's dot products with the
 //! keys it attends over, which describe the new slot in the head's redundancy
@@ -16,11 +16,11 @@ use half::f16;
 use half::slice::HalfBitsSliceExt;
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockId;
-use rkv_core::exp::{exp_slice, max_lanes};
 use rkv_core::policy::importance::max_into;
-use rkv_core::policy::{appended_dots, HeadState, KeyElem};
+use rkv_core::policy::HeadState;
 use rkv_model::{Attention, AttentionShape};
 
+use crate::attention_chunk::{chunk_len, partial, Chunk, Runs, Scratch, TaskLayout};
 use crate::error::EngineError;
 use crate::kv_store::{KvBuf, KvStore};
 
@@ -84,38 +84,64 @@ pub struct Segment {
     pub describe: Option<(Vec<HeadState>, f32)>,
 }
 
-/// Partial attention of one query token over one chunk of slots, for the `g` query heads
-/// of one KV head.
-struct Partial {
-    max: Vec<f32>,    // [g]
-    sum: Vec<f32>,    // [g]
-    acc: Vec<f32>,    // [g, head_dim]
-    probs: Vec<f32>,  // [g, chunk] chunk-normalised probabilities, kept only for H2O
-    logits: Vec<f32>, // [g, chunk] raw logits, kept only when captured
-    dots: Vec<f32>,   // [chunk] the token's key . each slot's key, only when described
+/// A segment asked for an observation its forward did not lay out (its policy fields
+/// changed after [`PagedAttention::new`]).
+const UNLAID: &str = "a segment's observations changed after its forward was laid out";
+
+/// One attention task: a (segment, token, KV head) and the chunk `c0..c1` of its visible
+/// slots, with where its results lie in the forward's results buffer.
+#[derive(Debug, Clone, Copy)]
+struct Task {
+    si: usize,
+    t: usize,
+    h: usize,
+    c0: usize,
+    c1: usize,
+    out: TaskLayout,
 }
 
 pub struct PagedAttention<'a> {
     store: &'a mut KvStore,
     shape: AttentionShape,
     pub segments: Vec<Segment>,
-    /// `(segment, token, KV head, first slot, end slot)`: one attention task per chunk of
-    /// visible slots; the same for every layer, so built once.
-    tasks: Vec<(usize, usize, usize, usize, usize)>,
+    /// One attention task per chunk of visible slots; the same for every layer, so built
+    /// once.
+    tasks: Vec<Task>,
+    /// The tasks' results (see [`TaskLayout`]), allocated once per forward by the thread
+    /// that merges them, reused by every layer.
+    results: Vec<f32>,
 }
 
 impl<'a> PagedAttention<'a> {
     pub fn new(store: &'a mut KvStore, shape: AttentionShape, segments: Vec<Segment>) -> Self {
+        let (g, d) = (shape.group(), shape.head_dim);
         let mut tasks = Vec::new();
+        let mut at = 0;
         for (si, seg) in segments.iter().enumerate() {
             for t in 0..seg.n_tokens {
                 let visible = seg.len_before + t + 1;
                 let cl = chunk_len(visible);
+                let logits = seg.capture.as_ref().is_some_and(|(c, _)| t >= c.from_token);
                 for h in 0..shape.n_kv_heads {
                     let mut c0 = 0;
                     while c0 < visible {
                         let c1 = (c0 + cl).min(visible);
-                        tasks.push((si, t, h, c0, c1));
+                        let out = TaskLayout {
+                            at,
+                            n: c1 - c0,
+                            probs: seg.accumulate.is_some(),
+                            logits,
+                            dots: seg.describe.is_some(),
+                        };
+                        at += out.len(g, d);
+                        tasks.push(Task {
+                            si,
+                            t,
+                            h,
+                            c0,
+                            c1,
+                            out,
+                        });
                         c0 = c1;
                     }
                 }
@@ -126,181 +152,8 @@ impl<'a> PagedAttention<'a> {
             shape,
             segments,
             tasks,
+            results: vec![0.0; at],
         }
-    }
-}
-
-/// Element types the store keeps, with the batched GQA kernels over one contiguous run of
-/// `n` slots: `scores[i, j] = q_i . k_j` and `out[i] += sum_j w[i, j] v_j`.
-trait KvElem: KeyElem {
-    /// Rounds operands the way ggml's f16 matmuls do (no-op for f32 storage).
-    fn round(x: f32) -> f32;
-    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]);
-    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]);
-}
-
-impl KvElem for f16 {
-    fn round(x: f32) -> f32 {
-        f16::from_f32(x).to_f32()
-    }
-    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
-        rkv_kernels::gqa::gqa_scores_f16(k, d, d, qs, scores)
-    }
-    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
-        rkv_kernels::gqa::gqa_weighted_sum_f16(v, d, d, w, out)
-    }
-}
-
-impl KvElem for f32 {
-    fn round(x: f32) -> f32 {
-        x
-    }
-    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
-        let g = qs.len() / d;
-        let n = scores.len() / g;
-        for (i, q) in qs.chunks_exact(d).enumerate() {
-            for (j, kr) in k.chunks_exact(d).take(n).enumerate() {
-                scores[i * n + j] = rkv_kernels::attn::dot_f32(kr, q);
-            }
-        }
-    }
-    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
-        let g = out.len() / d;
-        let n = w.len() / g;
-        for (i, o) in out.chunks_exact_mut(d).enumerate() {
-            for (j, vr) in v.chunks_exact(d).take(n).enumerate() {
-                rkv_kernels::attn::axpy_f32(o, w[i * n + j], vr);
-            }
-        }
-    }
-}
-
-/// Slots per task: equal chunks of at least about 256 slots (so scheduling costs little),
-/// at most 8 per head (so long contexts spread over threads without many merges).
-fn chunk_len(visible: usize) -> usize {
-    let n = visible.div_ceil(256).clamp(1, 8);
-    visible.div_ceil(n)
-}
-
-/// The contiguous runs `(slot_from, slot_to, slot offset in storage)` covering slots
-/// `c0..c1`, where `run_start(block)` is the storage slot of the block's first slot.
-fn runs(
-    blocks: &[BlockId],
-    run_start: impl Fn(BlockId) -> usize,
-    bs: usize,
-    c0: usize,
-    c1: usize,
-) -> Vec<(usize, usize, usize)> {
-    let mut out = Vec::new();
-    let mut s = c0;
-    while s < c1 {
-        let e = ((s / bs + 1) * bs).min(c1);
-        out.push((s, e, run_start(blocks[s / bs]) + (s % bs)));
-        s = e;
-    }
-    out
-}
-
-/// What one attention task computes over: one query token's `g` query heads against one
-/// chunk `c0..c1` of a KV head's slots, and what it keeps for the policies.
-struct Chunk<'a> {
-    runs: &'a [(usize, usize, usize)], // contiguous runs of c0..c1, see `runs`
-    d: usize,
-    qs: &'a [f32], // [g, d]
-    scale: f32,
-    c0: usize,
-    c1: usize,
-    keep_probs: bool,
-    keep_logits: bool,
-    describe: Option<&'a [f32]>, // [d] the token's key as stored, when described
-}
-
-fn partial<E: KvElem>(keys: &[E], values: &[E], chunk: &Chunk<'_>) -> Partial {
-    let Chunk {
-        runs,
-        d,
-        qs,
-        scale,
-        c0,
-        c1,
-        keep_probs,
-        keep_logits,
-        describe,
-    } = *chunk;
-    let g = qs.len() / d;
-    let n = c1 - c0;
-    // ggml multiplies an f16 cache with f16 copies of its operands: the queries here, the
-    // probabilities below. Doing the same keeps f16-KV runs token-equal to llama.cpp.
-    let qr: Vec<f32> = qs.iter().map(|&x| E::round(x)).collect();
-    let qs = &qr[..];
-    let mut logits = vec![0f32; g * n]; // [g, n]
-    let longest = runs.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
-    let mut tmp = vec![0f32; g * longest]; // [g, run]
-    for &(s0, s1, off) in runs {
-        let m = s1 - s0;
-        let t = &mut tmp[..g * m];
-        E::scores(&keys[off * d..(off + m) * d], d, qs, t);
-        for i in 0..g {
-            let dst = &mut logits[i * n + s0 - c0..i * n + s1 - c0];
-            for (o, &x) in dst.iter_mut().zip(&t[i * m..(i + 1) * m]) {
-                *o = x * scale;
-            }
-        }
-    }
-    let kept_logits = if keep_logits {
-        logits.clone()
-    } else {
-        Vec::new()
-    };
-    // The key's dot products with the rows just read (still in cache), in rkv-core's
-    // fixed order (the redundancy's threshold decisions must be the oracle's).
-    let mut dots = Vec::new();
-    if let Some(key) = describe {
-        dots.resize(n, 0.0);
-        for &(s0, s1, off) in runs {
-            appended_dots(
-                key,
-                &keys[off * d..(off + s1 - s0) * d],
-                &mut dots[s0 - c0..s1 - c0],
-            );
-        }
-    }
-    let mut max = vec![f32::NEG_INFINITY; g];
-    let mut sum = vec![0f32; g];
-    for i in 0..g {
-        let row = &mut logits[i * n..(i + 1) * n];
-        // Vectorised max and exp (rkv-core's, which the importance's softmax uses too).
-        let m = max_lanes(row);
-        let s_ = exp_slice(row, m);
-        // Weights are the chunk's normalised probabilities (rounded like ggml's), scaled
-        // back by the chunk sum so chunks merge by the online-softmax rule.
-        for l in row.iter_mut() {
-            *l = E::round(*l / s_);
-        }
-        max[i] = m;
-        sum[i] = s_;
-    }
-    let mut acc = vec![0f32; g * d];
-    for &(s0, s1, off) in runs {
-        let m = s1 - s0;
-        let t = &mut tmp[..g * m];
-        for i in 0..g {
-            t[i * m..(i + 1) * m].copy_from_slice(&logits[i * n + s0 - c0..i * n + s1 - c0]);
-        }
-        E::weighted_sum(&values[off * d..(off + m) * d], d, t, &mut acc);
-    }
-    for i in 0..g {
-        acc[i * d..(i + 1) * d]
-            .iter_mut()
-            .for_each(|a| *a *= sum[i]);
-    }
-    Partial {
-        max,
-        sum,
-        acc,
-        probs: if keep_probs { logits } else { Vec::new() },
-        logits: kept_logits,
-        dots,
     }
 }
 
@@ -380,79 +233,100 @@ impl Attention for PagedAttention<'_> {
             let (on, keys) = described[si].as_ref()?;
             on[h].then(|| &keys[(t * n_kv_heads + h) * d..][..d])
         };
-        // 2. One task per (segment, token, KV head, chunk of slots).
+        // 2. One task per (segment, token, KV head, chunk of slots), each writing its own
+        // part of the results buffer.
         let tasks = &self.tasks;
         let scale = 1.0 / (d as f32).sqrt();
         let segs = &self.segments;
         let store = &*self.store;
-        let partials: Vec<Partial> = tasks
+        let mut parts: Vec<&mut [f32]> = Vec::with_capacity(tasks.len());
+        let mut rest = &mut self.results[..];
+        for task in tasks {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(task.out.len(g, d));
+            parts.push(part);
+            rest = tail;
+        }
+        tasks
             .par_iter()
-            .map(|&(si, t, h, c0, c1)| {
+            .zip(parts)
+            .for_each_init(Scratch::default, |scratch, (task, buf)| {
+                let Task {
+                    si, t, h, c0, c1, ..
+                } = *task;
                 let seg = &segs[si];
                 let row = seg.token_start + t;
                 let qs = &q[(row * n_heads + h * g) * d..(row * n_heads + (h + 1) * g) * d];
-                let offs = runs(
-                    &seg.blocks,
-                    |b| layout.elem_offset(b, layer, h, 0) / d,
-                    bs,
-                    c0,
-                    c1,
-                );
                 let chunk = Chunk {
-                    runs: &offs,
+                    runs: Runs {
+                        blocks: &seg.blocks,
+                        run_start: |b: BlockId| layout.elem_offset(b, layer, h, 0) / d,
+                        bs,
+                        s: c0,
+                        c1,
+                    },
                     d,
                     qs,
                     scale,
                     c0,
                     c1,
-                    keep_probs: seg.accumulate.is_some(),
-                    keep_logits: seg.capture.as_ref().is_some_and(|(c, _)| t >= c.from_token),
                     describe: key_of(si, t, h),
                 };
+                let out = task.out.split_mut(buf, g, d);
                 match (&store.keys, &store.values) {
-                    (KvBuf::F16(kb), KvBuf::F16(vb)) => partial::<f16>(
+                    (KvBuf::F16(kb), KvBuf::F16(vb)) => partial::<f16, _>(
                         kb.reinterpret_cast::<f16>(),
                         vb.reinterpret_cast::<f16>(),
                         &chunk,
+                        scratch,
+                        out,
                     ),
-                    (KvBuf::F32(kb), KvBuf::F32(vb)) => partial::<f32>(kb, vb, &chunk),
+                    (KvBuf::F32(kb), KvBuf::F32(vb)) => {
+                        partial::<f32, _>(kb, vb, &chunk, scratch, out)
+                    }
                     _ => unreachable!("keys and values share one dtype"),
                 }
-            })
-            .collect();
+            });
         // 3. Merge the chunks of each (segment, token, KV head) and record observations.
+        let results = &self.results;
+        let part = |task: &Task| task.out.view(results, g, d);
         let mut dots = Vec::new();
         let mut i = 0;
         while i < tasks.len() {
-            let (si, t, h, _, _) = tasks[i];
+            let Task { si, t, h, .. } = tasks[i];
             let mut j = i;
-            while j < tasks.len() && tasks[j].0 == si && tasks[j].1 == t && tasks[j].2 == h {
+            while j < tasks.len() && (tasks[j].si, tasks[j].t, tasks[j].h) == (si, t, h) {
                 j += 1;
             }
             let seg = &mut self.segments[si];
             let row = seg.token_start + t;
             for gi in 0..g {
-                let m = (i..j)
-                    .map(|p| partials[p].max[gi])
+                let group = &tasks[i..j];
+                let m = group
+                    .iter()
+                    .map(|task| part(task).max[gi])
                     .fold(f32::NEG_INFINITY, f32::max);
-                let denom: f32 = (i..j)
-                    .map(|p| partials[p].sum[gi] * (partials[p].max[gi] - m).exp())
+                let denom: f32 = group
+                    .iter()
+                    .map(|task| part(task).sum[gi] * (part(task).max[gi] - m).exp())
                     .sum();
                 let o = &mut out[(row * n_heads + h * g + gi) * d..][..d];
                 o.fill(0.0);
-                for part in &partials[i..j] {
-                    let w = (part.max[gi] - m).exp() / denom;
-                    for (ov, av) in o.iter_mut().zip(&part.acc[gi * d..(gi + 1) * d]) {
+                for task in group {
+                    let v = part(task);
+                    let w = (v.max[gi] - m).exp() / denom;
+                    for (ov, av) in o.iter_mut().zip(&v.acc[gi * d..(gi + 1) * d]) {
                         *ov += w * av;
                     }
                 }
                 if let Some(acc) = seg.accumulate.as_mut() {
                     let buf = &mut acc[layer * n_kv_heads + h];
-                    for p in i..j {
-                        let (_, _, _, c0, c1) = tasks[p];
+                    for task in group {
+                        let Task { c0, c1, .. } = *task;
                         let n = c1 - c0;
-                        let w = partials[p].sum[gi] * (partials[p].max[gi] - m).exp() / denom;
-                        for (s, pr) in (c0..c1).zip(&partials[p].probs[gi * n..(gi + 1) * n]) {
+                        let v = part(task);
+                        let probs = v.probs.ok_or(UNLAID)?;
+                        let w = v.sum[gi] * (v.max[gi] - m).exp() / denom;
+                        for (s, pr) in (c0..c1).zip(&probs[gi * n..(gi + 1) * n]) {
                             buf[s] += pr * w;
                         }
                     }
@@ -462,12 +336,13 @@ impl Attention for PagedAttention<'_> {
                         let wrow = spec.first_row + t - spec.from_token;
                         let cand = win.candidates;
                         let dst = &mut win.data[layer * n_kv_heads + h][wrow * cand..][..cand];
-                        for p in i..j {
-                            let (_, _, _, c0, c1) = tasks[p];
+                        for task in group {
+                            let Task { c0, c1, .. } = *task;
                             let n = c1 - c0;
                             let hi = c1.min(cand);
                             if hi > c0 {
-                                let src = &partials[p].logits[gi * n..gi * n + hi - c0];
+                                let logits = part(task).logits.ok_or(UNLAID)?;
+                                let src = &logits[gi * n..gi * n + hi - c0];
                                 // The group's first head starts the maximum (importance's
                                 // own rule, in the same head order: bit-identical).
                                 if gi == 0 {
@@ -485,8 +360,8 @@ impl Attention for PagedAttention<'_> {
             {
                 let slot = seg.len_before + t;
                 dots.clear();
-                for part in &partials[i..j] {
-                    dots.extend_from_slice(&part.dots);
+                for task in &tasks[i..j] {
+                    dots.extend_from_slice(part(task).dots.ok_or(UNLAID)?);
                 }
                 dots.truncate(slot); // the slot's own entry is not a dot the state takes
                 heads[layer * n_kv_heads + h]

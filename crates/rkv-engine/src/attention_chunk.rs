@@ -1,0 +1,359 @@
+//! One attention task: a query token's group of query heads against one chunk of a KV
+//! head's slots, read in place from the paged store, with f32 accumulation over f16 or
+//! f32 storage; the partial result the online-softmax merge of `paged_attention` combines,
+//! and what the policies observe on the way (probabilities, raw logits, the token's key's
+//! dot products with the chunk's keys).
+//!
+//! Owns: the chunk's contiguous runs, the per-task arithmetic, where a task's results lie
+//! in the forward's results buffer ([`TaskLayout`]) and the scratch a worker reuses across
+//! its tasks ([`Scratch`]). A task allocates nothing that another thread frees: its
+//! results go to a buffer the forward's thread allocated once, its scratch is freed by
+//! the worker that made it (memory freed across threads contended for the allocator's
+//! arena locks, and put the workers to sleep on them, about once per layer and token).
+//! Must not know: which policy uses the observations, models' weights, HTTP.
+
+use half::f16;
+use rkv_core::block_pool::BlockId;
+use rkv_core::exp::{exp_slice, max_lanes};
+use rkv_core::policy::{appended_dots, KeyElem};
+
+/// Element types the store keeps, with the batched GQA kernels over one contiguous run of
+/// `n` slots: `scores[i, j] = q_i . k_j` and `out[i] += sum_j w[i, j] v_j`.
+pub(crate) trait KvElem: KeyElem {
+    /// Rounds operands the way ggml's f16 matmuls do (no-op for f32 storage).
+    fn round(x: f32) -> f32;
+    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]);
+    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]);
+}
+
+impl KvElem for f16 {
+    fn round(x: f32) -> f32 {
+        f16::from_f32(x).to_f32()
+    }
+    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
+        rkv_kernels::gqa::gqa_scores_f16(k, d, d, qs, scores)
+    }
+    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
+        rkv_kernels::gqa::gqa_weighted_sum_f16(v, d, d, w, out)
+    }
+}
+
+impl KvElem for f32 {
+    fn round(x: f32) -> f32 {
+        x
+    }
+    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
+        let g = qs.len() / d;
+        let n = scores.len() / g;
+        for (i, q) in qs.chunks_exact(d).enumerate() {
+            for (j, kr) in k.chunks_exact(d).take(n).enumerate() {
+                scores[i * n + j] = rkv_kernels::attn::dot_f32(kr, q);
+            }
+        }
+    }
+    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
+        let g = out.len() / d;
+        let n = w.len() / g;
+        for (i, o) in out.chunks_exact_mut(d).enumerate() {
+            for (j, vr) in v.chunks_exact(d).take(n).enumerate() {
+                rkv_kernels::attn::axpy_f32(o, w[i * n + j], vr);
+            }
+        }
+    }
+}
+
+/// Slots per task: equal chunks of at least about 256 slots (so scheduling costs little),
+/// at most 8 per head (so long contexts spread over threads without many merges).
+pub(crate) fn chunk_len(visible: usize) -> usize {
+    let n = visible.div_ceil(256).clamp(1, 8);
+    visible.div_ceil(n)
+}
+
+/// The contiguous runs `(slot_from, slot_to, slot offset in storage)` covering slots
+/// `c0..c1` of a sequence whose blocks are `blocks`, `bs` slots each, where `run_start`
+/// gives the storage slot of a block's first slot. An iterator (read three times per
+/// task, allocating nothing).
+#[derive(Clone)]
+pub(crate) struct Runs<'a, F> {
+    pub blocks: &'a [BlockId],
+    pub run_start: F,
+    pub bs: usize,
+    /// Next slot to cover, and the end.
+    pub s: usize,
+    pub c1: usize,
+}
+
+impl<F: Fn(BlockId) -> usize> Iterator for Runs<'_, F> {
+    type Item = (usize, usize, usize);
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.s;
+        if s >= self.c1 {
+            return None;
+        }
+        let e = ((s / self.bs + 1) * self.bs).min(self.c1);
+        self.s = e;
+        Some((
+            s,
+            e,
+            (self.run_start)(self.blocks[s / self.bs]) + (s % self.bs),
+        ))
+    }
+}
+
+/// What one attention task computes over: one query token's `g` query heads against one
+/// chunk `c0..c1` of a KV head's slots.
+pub(crate) struct Chunk<'a, R> {
+    pub runs: R, // contiguous runs of c0..c1, see [`Runs`]
+    pub d: usize,
+    pub qs: &'a [f32], // [g, d]
+    pub scale: f32,
+    pub c0: usize,
+    pub c1: usize,
+    pub describe: Option<&'a [f32]>, // [d] the token's key as stored, when described
+}
+
+/// Where one task's results lie in the forward's results buffer: `[g]` running maximum,
+/// `[g]` sum, `[g, d]` accumulator, then what the policies keep, each only when kept:
+/// `[g, n]` chunk-normalised probabilities (H2O), `[g, n]` raw logits (captured window
+/// tokens), `[n]` the token's key's dot products with the chunk's keys (R-KV). The same
+/// for every layer of a forward.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TaskLayout {
+    pub at: usize,
+    pub n: usize,
+    pub probs: bool,
+    pub logits: bool,
+    pub dots: bool,
+}
+
+/// One task's results, in the buffer (`T` is `&[f32]` to read, `&mut [f32]` to write).
+pub(crate) struct TaskOut<T> {
+    pub max: T,            // [g]
+    pub sum: T,            // [g]
+    pub acc: T,            // [g, d]
+    pub probs: Option<T>,  // [g, n]
+    pub logits: Option<T>, // [g, n]
+    pub dots: Option<T>,   // [n]
+}
+
+impl TaskLayout {
+    /// Values the task's results take.
+    pub fn len(&self, g: usize, d: usize) -> usize {
+        let gn = g * self.n;
+        2 * g
+            + g * d
+            + usize::from(self.probs) * gn
+            + usize::from(self.logits) * gn
+            + usize::from(self.dots) * self.n
+    }
+
+    /// The results in `buf` (exactly [`TaskLayout::len`] values, this task's own).
+    pub fn split_mut<'b>(&self, buf: &'b mut [f32], g: usize, d: usize) -> TaskOut<&'b mut [f32]> {
+        let (max, rest) = buf.split_at_mut(g);
+        let (sum, rest) = rest.split_at_mut(g);
+        let (acc, rest) = rest.split_at_mut(g * d);
+        let take = |on: bool, len: usize, rest: &mut &'b mut [f32]| {
+            on.then(|| {
+                let (a, b) = std::mem::take(rest).split_at_mut(len);
+                *rest = b;
+                a
+            })
+        };
+        let mut rest = rest;
+        let probs = take(self.probs, g * self.n, &mut rest);
+        let logits = take(self.logits, g * self.n, &mut rest);
+        let dots = take(self.dots, self.n, &mut rest);
+        TaskOut {
+            max,
+            sum,
+            acc,
+            probs,
+            logits,
+            dots,
+        }
+    }
+
+    /// The results in the whole buffer `all`, to read.
+    pub fn view<'b>(&self, all: &'b [f32], g: usize, d: usize) -> TaskOut<&'b [f32]> {
+        let buf = &all[self.at..self.at + self.len(g, d)];
+        let (max, rest) = buf.split_at(g);
+        let (sum, rest) = rest.split_at(g);
+        let (acc, mut rest) = rest.split_at(g * d);
+        let mut take = |on: bool, len: usize| {
+            on.then(|| {
+                let (a, b) = rest.split_at(len);
+                rest = b;
+                a
+            })
+        };
+        let probs = take(self.probs, g * self.n);
+        let logits = take(self.logits, g * self.n);
+        let dots = take(self.dots, self.n);
+        TaskOut {
+            max,
+            sum,
+            acc,
+            probs,
+            logits,
+            dots,
+        }
+    }
+}
+
+/// Buffers a worker reuses across the tasks it runs (made and freed on that worker).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    qr: Vec<f32>,     // [g, d] the queries, rounded like the cache's operands
+    logits: Vec<f32>, // [g, n] logits, then probabilities
+    tmp: Vec<f32>,    // [g, run] one run's scores, then its weights
+}
+
+/// Resizes `v` to `n` values (their contents are overwritten before they are read).
+fn sized(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    v.resize(n, 0.0);
+    &mut v[..n]
+}
+
+/// Runs one task: writes its results to `out` (see [`TaskLayout`]; `out.dots` is written
+/// only when `chunk.describe` is given).
+pub(crate) fn partial<E: KvElem, R>(
+    keys: &[E],
+    values: &[E],
+    chunk: &Chunk<'_, R>,
+    scratch: &mut Scratch,
+    out: TaskOut<&mut [f32]>,
+) where
+    R: Iterator<Item = (usize, usize, usize)> + Clone,
+{
+    let Chunk {
+        d,
+        qs,
+        scale,
+        c0,
+        c1,
+        describe,
+        ..
+    } = *chunk;
+    let g = qs.len() / d;
+    let n = c1 - c0;
+    let Scratch { qr, logits, tmp } = scratch;
+    // ggml multiplies an f16 cache with f16 copies of its operands: the queries here, the
+    // probabilities below. Doing the same keeps f16-KV runs token-equal to llama.cpp.
+    let qr = sized(qr, g * d);
+    for (r, &x) in qr.iter_mut().zip(qs) {
+        *r = E::round(x);
+    }
+    let qs = &*qr;
+    let logits = sized(logits, g * n); // [g, n]
+    let longest = chunk.runs.clone().map(|r| r.1 - r.0).max().unwrap_or(0);
+    let tmp = sized(tmp, g * longest); // [g, run]
+    for (s0, s1, off) in chunk.runs.clone() {
+        let m = s1 - s0;
+        let t = &mut tmp[..g * m];
+        E::scores(&keys[off * d..(off + m) * d], d, qs, t);
+        for i in 0..g {
+            let dst = &mut logits[i * n + s0 - c0..i * n + s1 - c0];
+            for (o, &x) in dst.iter_mut().zip(&t[i * m..(i + 1) * m]) {
+                *o = x * scale;
+            }
+        }
+    }
+    if let Some(kept) = out.logits {
+        kept.copy_from_slice(logits);
+    }
+    // The key's dot products with the rows just read (still in cache), in rkv-core's
+    // fixed order (the redundancy's threshold decisions must be the oracle's).
+    if let (Some(key), Some(dots)) = (describe, out.dots) {
+        for (s0, s1, off) in chunk.runs.clone() {
+            appended_dots(
+                key,
+                &keys[off * d..(off + s1 - s0) * d],
+                &mut dots[s0 - c0..s1 - c0],
+            );
+        }
+    }
+    for i in 0..g {
+        let row = &mut logits[i * n..(i + 1) * n];
+        // Vectorised max and exp (rkv-core's, which the importance's softmax uses too).
+        let m = max_lanes(row);
+        let s_ = exp_slice(row, m);
+        // Weights are the chunk's normalised probabilities (rounded like ggml's), scaled
+        // back by the chunk sum so chunks merge by the online-softmax rule.
+        for l in row.iter_mut() {
+            *l = E::round(*l / s_);
+        }
+        out.max[i] = m;
+        out.sum[i] = s_;
+    }
+    let acc = out.acc;
+    acc.fill(0.0);
+    for (s0, s1, off) in chunk.runs.clone() {
+        let m = s1 - s0;
+        let t = &mut tmp[..g * m];
+        for i in 0..g {
+            t[i * m..(i + 1) * m].copy_from_slice(&logits[i * n + s0 - c0..i * n + s1 - c0]);
+        }
+        E::weighted_sum(&values[off * d..(off + m) * d], d, t, acc);
+    }
+    for i in 0..g {
+        acc[i * d..(i + 1) * d]
+            .iter_mut()
+            .for_each(|a| *a *= out.sum[i]);
+    }
+    if let Some(probs) = out.probs {
+        probs.copy_from_slice(logits);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runs cover the chunk in order, split at block ends, each at its block's
+    /// storage.
+    #[test]
+    fn runs_split_at_blocks() {
+        let blocks: [BlockId; 3] = [7, 2, 5];
+        let runs = Runs {
+            blocks: &blocks,
+            run_start: |b: BlockId| 100 * b as usize,
+            bs: 4,
+            s: 3,
+            c1: 10,
+        };
+        assert_eq!(
+            runs.collect::<Vec<_>>(),
+            vec![(3, 4, 703), (4, 8, 200), (8, 10, 500)]
+        );
+    }
+
+    /// Every field of a layout lies in its own part of the buffer, and what is written
+    /// through `split_mut` is read back by `view` at the task's offset.
+    #[test]
+    fn layout_round_trips() {
+        let (g, d) = (2, 3);
+        let lay = TaskLayout {
+            at: 5,
+            n: 4,
+            probs: false,
+            logits: true,
+            dots: true,
+        };
+        assert_eq!(lay.len(g, d), 2 + 2 + 6 + 8 + 4);
+        let mut all = vec![0.0f32; 5 + lay.len(g, d)];
+        let out = lay.split_mut(&mut all[5..], g, d);
+        assert!(out.probs.is_none());
+        out.max.fill(1.0);
+        out.sum.fill(2.0);
+        out.acc.fill(3.0);
+        out.logits.expect("kept").fill(4.0);
+        out.dots.expect("kept").fill(5.0);
+        let v = lay.view(&all, g, d);
+        assert_eq!(v.max, &[1.0; 2]);
+        assert_eq!(v.sum, &[2.0; 2]);
+        assert_eq!(v.acc, &[3.0; 6]);
+        assert_eq!(v.logits.expect("kept"), &[4.0; 8]);
+        assert_eq!(v.dots.expect("kept"), &[5.0; 4]);
+        assert_eq!(all[..5], [0.0; 5]);
+    }
+}
