@@ -247,30 +247,27 @@ pub(crate) fn partial<E: KvElem, R>(
     let logits = sized(logits, g * n); // [g, n]
     let longest = chunk.runs.clone().map(|r| r.1 - r.0).max().unwrap_or(0);
     let tmp = sized(tmp, g * longest); // [g, run]
+    let mut dots = describe.zip(out.dots);
     for (s0, s1, off) in chunk.runs.clone() {
         let m = s1 - s0;
         let t = &mut tmp[..g * m];
-        E::scores(&keys[off * d..(off + m) * d], d, qs, t);
+        let run = &keys[off * d..(off + m) * d];
+        E::scores(run, d, qs, t);
         for i in 0..g {
             let dst = &mut logits[i * n + s0 - c0..i * n + s1 - c0];
             for (o, &x) in dst.iter_mut().zip(&t[i * m..(i + 1) * m]) {
                 *o = x * scale;
             }
         }
+        // The key's dot products with the rows just read (still in the L1 cache), in
+        // rkv-core's fixed order (the redundancy's threshold decisions must be the
+        // oracle's).
+        if let Some((key, dots)) = dots.as_mut() {
+            appended_dots(key, run, &mut dots[s0 - c0..s1 - c0]);
+        }
     }
     if let Some(kept) = out.logits {
         kept.copy_from_slice(logits);
-    }
-    // The key's dot products with the rows just read (still in cache), in rkv-core's
-    // fixed order (the redundancy's threshold decisions must be the oracle's).
-    if let (Some(key), Some(dots)) = (describe, out.dots) {
-        for (s0, s1, off) in chunk.runs.clone() {
-            appended_dots(
-                key,
-                &keys[off * d..(off + s1 - s0) * d],
-                &mut dots[s0 - c0..s1 - c0],
-            );
-        }
     }
     for i in 0..g {
         let row = &mut logits[i * n..(i + 1) * n];
