@@ -36,6 +36,13 @@ pub struct DecodeArgs {
     /// between them (reported per repeat) share the machine's conditions
     #[arg(long)]
     pub compare_policy: Option<String>,
+    /// With --compare-policy: each policy on its own engine (the model loaded once for
+    /// each), both generations running at once, one forward of each in turn, so that the
+    /// two share the machine's conditions step by step rather than repeat by repeat (on a
+    /// shared machine the speed drifts by a tenth within a minute). Each policy's time is
+    /// its own steps'. The policies change engines every repeat: use an even --repeat.
+    #[arg(long, requires = "compare_policy")]
+    pub interleave: bool,
     /// One JSON object per depth, then a summary object
     #[arg(long)]
     pub json: bool,
@@ -146,21 +153,37 @@ fn decode(a: DecodeArgs) -> Result<()> {
         compression,
         max_depth.saturating_add(1).saturating_add(a.tokens),
     );
-    let mut engine = Engine::new(model, cfg)?;
+    let mut engine = Engine::new(model, cfg.clone())?;
+    // The second policy's own engine, when interleaved.
+    let mut second = match a.interleave {
+        true => Some(Engine::new(a.model.load()?, cfg)?),
+        false => None,
+    };
     for &depth in &a.depths {
         let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();
+        let req = GenerationRequest {
+            prompt,
+            sampling: SamplingParams::default(),
+            max_tokens: a.tokens + 1,
+            ignore_eos: true,
+            stop: Vec::new(),
+        };
         let mut measured = vec![Measured::default(); runs.len()];
         for rep in 0..a.repeat {
+            if let Some(other) = second.as_mut() {
+                // The policies change engines every repeat (one engine ran 2% slower
+                // than the other with the same policy on both), and so which steps first.
+                let p = [alternating(rep, 0, 2), alternating(rep, 1, 2)];
+                let policies = [runs[p[0]].1, runs[p[1]].1];
+                let stats = interleaved([&mut engine, other], &req, policies)?;
+                for (k, s) in p.iter().zip(&stats) {
+                    measured[*k].add(s);
+                }
+                continue;
+            }
             for k in 0..runs.len() {
                 let k = alternating(rep, k, runs.len());
-                let req = GenerationRequest {
-                    prompt: prompt.clone(),
-                    sampling: SamplingParams::default(),
-                    max_tokens: a.tokens + 1,
-                    ignore_eos: true,
-                    stop: Vec::new(),
-                };
-                let out = engine.generate(req, Some(runs[k].1), |_| {})?;
+                let out = engine.generate(req.clone(), Some(runs[k].1), |_| {})?;
                 measured[k].add(&out.stats);
             }
         }
@@ -178,6 +201,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     "repeat": a.repeat,
                     "policy": policy,
                     "budget": a.kv.kv_budget,
+                    "interleaved": a.interleave,
                     "decode_tokens_per_s": summary_json(stats(&m.tps)),
                     // The depth's prompt in one pass (for a compressing policy, with the
                     // compression that follows it when the prompt reaches budget + buffer).
@@ -209,6 +233,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     "bench": "decode_paired",
                     "depth": depth,
                     "policies": [runs[0].0, runs[1].0],
+                    "interleaved": a.interleave,
                     "decode_speed_ratio": summary_json(speed),
                     "event_ms_ratio": event.map(summary_json),
                 });
@@ -220,6 +245,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
             }
             if let Some(((sm, slo, shi), event)) = paired {
                 let (p, q) = (&runs[0].0, &runs[1].0);
+                if a.interleave {
+                    println!("              (interleaved: one forward of each policy in turn)");
+                }
                 println!(
                     "              {p} / {q} per repeat: decode speed {sm:.2} (min {slo:.2}, max {shi:.2})"
                 );
@@ -237,6 +265,39 @@ fn decode(a: DecodeArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// One generation of `req` on each engine under its policy, both at once: one forward of
+/// each in turn (the first engine first) until both finish. Returns each one's
+/// statistics, whose times are its own steps'.
+fn interleaved(
+    mut engines: [&mut Engine; 2],
+    req: &GenerationRequest,
+    policies: [CompressionConfig; 2],
+) -> Result<[SeqStats; 2]> {
+    let mut ids = [0; 2];
+    for k in 0..2 {
+        ids[k] = engines[k].add_request(req.clone(), Some(policies[k]))?;
+    }
+    let mut done: [Option<SeqStats>; 2] = [None, None];
+    while done.iter().any(Option::is_none) {
+        for k in 0..2 {
+            if done[k].is_some() {
+                continue;
+            }
+            if let Err(e) = engines[k].step() {
+                for (eng, id) in engines.iter_mut().zip(ids) {
+                    eng.abort(id)?;
+                }
+                return Err(e.into());
+            }
+            done[k] = engines[k].take_output(ids[k]).map(|o| o.stats);
+        }
+    }
+    let [Some(s0), Some(s1)] = done else {
+        bail!("an interleaved generation did not finish");
+    };
+    Ok([s0, s1])
 }
 
 /// What the repeats of one policy at one depth measured.

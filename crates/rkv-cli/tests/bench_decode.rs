@@ -105,3 +105,31 @@ fn bench_decode_compares_two_policies_in_one_run() {
         "{err}"
     );
 }
+
+/// `--interleave`: both policies' generations run at once, each on its own engine, with
+/// the same rows as a sequential comparison; without a second policy it is refused.
+#[test]
+fn bench_decode_interleaves_two_policies() {
+    let model = default_model();
+    let model = model.to_str().expect("utf-8 path");
+    let args = small_rkv_run(model, &["--compare-policy", "snapkv", "--interleave"]);
+    let (code, out, err) = rkv(&args);
+    assert_eq!(code, 0, "{err}");
+    let rows = json_rows(&out);
+    assert_eq!(rows.len(), 3, "{out}");
+    for (row, policy) in rows[..2].iter().zip(["rkv", "snapkv"]) {
+        assert_eq!(row["policy"], policy, "{row}");
+        assert_eq!(row["interleaved"], true, "{row}");
+        // Each generation compressed as it does alone: its own engine, its own schedule.
+        assert_eq!(row["compressions"], 2, "{row}");
+        let (med, min, max) = summary(&row["decode_tokens_per_s"]);
+        assert!(min > 0.0 && min <= med && med <= max, "{row}");
+    }
+    assert_eq!(rows[2]["interleaved"], true, "{}", rows[2]);
+    let (med, min, max) = summary(&rows[2]["decode_speed_ratio"]);
+    assert!(min > 0.0 && min <= med && med <= max, "{}", rows[2]);
+    let (code, out, err) = rkv(&small_rkv_run(model, &["--interleave"]));
+    assert_ne!(code, 0);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("--compare-policy"), "{err}");
+}
