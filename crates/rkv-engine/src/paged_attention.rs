@@ -17,7 +17,7 @@ use half::slice::HalfBitsSliceExt;
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockId;
 use rkv_core::policy::importance::max_into;
-use rkv_core::policy::HeadState;
+use rkv_core::policy::{AppendedRows, HeadState};
 use rkv_model::{Attention, AttentionShape};
 
 use crate::attention_chunk::{chunk_len, partial, Chunk, Runs, Scratch, TaskLayout};
@@ -234,31 +234,79 @@ impl Attention for PagedAttention<'_> {
             on[h].then(|| &keys[(t * n_kv_heads + h) * d..][..d])
         };
         // 2. One task per (segment, token, KV head, chunk of slots), each writing its own
-        // part of the results buffer.
+        // part of the results buffer. For a segment of one token (a decode step) whose
+        // head describes its slot, each task also updates the head state's rows it read
+        // (`AppendedRows`), so that describing runs on every worker instead of in the
+        // sequential merge; longer segments describe token by token in the merge.
         let tasks = &self.tasks;
         let scale = 1.0 / (d as f32).sqrt();
-        let segs = &self.segments;
         let store = &*self.store;
-        let mut parts: Vec<&mut [f32]> = Vec::with_capacity(tasks.len());
+        let mut bufs: Vec<&mut [f32]> = Vec::with_capacity(tasks.len());
         let mut rest = &mut self.results[..];
         for task in tasks {
-            let (part, tail) = std::mem::take(&mut rest).split_at_mut(task.out.len(g, d));
-            parts.push(part);
+            let (buf, tail) = std::mem::take(&mut rest).split_at_mut(task.out.len(g, d));
+            bufs.push(buf);
             rest = tail;
         }
-        tasks
+        // Per segment: its blocks and first row, and (one-token segments) this layer's
+        // head states, each lent to the tasks of its head once.
+        let mut views: Vec<(&[BlockId], usize)> = Vec::with_capacity(self.segments.len());
+        let mut lent: Vec<(Vec<Option<&mut HeadState>>, f32)> = Vec::new();
+        for seg in self.segments.iter_mut() {
+            let Segment {
+                blocks,
+                token_start,
+                n_tokens,
+                describe,
+                ..
+            } = seg;
+            views.push((&blocks[..], *token_start));
+            let heads = match describe.as_mut() {
+                Some((heads, threshold)) if *n_tokens == 1 => {
+                    let layer_heads = heads.iter_mut().skip(layer * n_kv_heads).take(n_kv_heads);
+                    (layer_heads.map(Some).collect(), *threshold)
+                }
+                _ => (Vec::new(), 0.0),
+            };
+            lent.push(heads);
+        }
+        let mut rows: Vec<Option<AppendedRows<'_>>> = (0..tasks.len()).map(|_| None).collect();
+        let mut i = 0;
+        while i < tasks.len() {
+            let Task { si, t, h, .. } = tasks[i];
+            let j = i + tasks[i..]
+                .iter()
+                .take_while(|o| (o.si, o.t, o.h) == (si, t, h))
+                .count();
+            let (heads, threshold) = &mut lent[si];
+            if let (Some(key), Some(st)) =
+                (key_of(si, t, h), heads.get_mut(h).and_then(Option::take))
+            {
+                let n = st.described();
+                let ends = tasks[i..j].iter().map(|o| o.c1.min(n));
+                let parts = st
+                    .appended_parts(key, *threshold, ends)
+                    .map_err(|e| format!("describing slot {n}: {e}"))?;
+                for (slot, part) in rows[i..j].iter_mut().zip(parts) {
+                    *slot = Some(part);
+                }
+            }
+            i = j;
+        }
+        let hits: Vec<Option<(u32, f32)>> = tasks
             .par_iter()
-            .zip(parts)
-            .for_each_init(Scratch::default, |scratch, (task, buf)| {
+            .zip(bufs)
+            .zip(rows)
+            .map_init(Scratch::default, |scratch, ((task, buf), rows)| {
                 let Task {
                     si, t, h, c0, c1, ..
                 } = *task;
-                let seg = &segs[si];
-                let row = seg.token_start + t;
+                let (blocks, token_start) = views[si];
+                let row = token_start + t;
                 let qs = &q[(row * n_heads + h * g) * d..(row * n_heads + (h + 1) * g) * d];
                 let chunk = Chunk {
                     runs: Runs {
-                        blocks: &seg.blocks,
+                        blocks,
                         run_start: |b: BlockId| layout.elem_offset(b, layer, h, 0) / d,
                         bs,
                         s: c0,
@@ -271,7 +319,7 @@ impl Attention for PagedAttention<'_> {
                     c1,
                     describe: key_of(si, t, h),
                 };
-                let out = task.out.split_mut(buf, g, d);
+                let out = task.out.split_mut(&mut *buf, g, d);
                 match (&store.keys, &store.values) {
                     (KvBuf::F16(kb), KvBuf::F16(vb)) => partial::<f16, _>(
                         kb.reinterpret_cast::<f16>(),
@@ -285,7 +333,15 @@ impl Attention for PagedAttention<'_> {
                     }
                     _ => unreachable!("keys and values share one dtype"),
                 }
-            });
+                // The rows this task read, described from the dots it just computed (the
+                // chunk's rows from its first; the token's own slot is not among them).
+                let part = rows?;
+                let dots = task.out.split_mut(buf, g, d).dots?;
+                let len = part.len();
+                part.describe(&dots[..len])
+            })
+            .collect();
+        drop(lent);
         // 3. Merge the chunks of each (segment, token, KV head) and record observations.
         let results = &self.results;
         let part = |task: &Task| task.out.view(results, g, d);
@@ -355,18 +411,29 @@ impl Attention for PagedAttention<'_> {
                     }
                 }
             }
-            // The token's slot joins its head's bookkeeping (tokens in order: tasks are).
+            // The token's slot joins its head's bookkeeping (tokens in order: tasks are):
+            // a one-token segment's rows were described by the tasks, which found the last
+            // row matching it; a longer segment's are described here, token by token.
             if let (Some(key), Some((heads, threshold))) = (key_of(si, t, h), seg.describe.as_mut())
             {
                 let slot = seg.len_before + t;
-                dots.clear();
-                for task in &tasks[i..j] {
-                    dots.extend_from_slice(part(task).dots.ok_or(UNLAID)?);
+                let st = &mut heads[layer * n_kv_heads + h];
+                let done = if seg.n_tokens == 1 {
+                    let last = hits[i..j].iter().flatten().max_by_key(|(r, _)| *r).copied();
+                    st.finish_appended(key, *threshold, last)
+                } else {
+                    dots.clear();
+                    for task in &tasks[i..j] {
+                        dots.extend_from_slice(part(task).dots.ok_or(UNLAID)?);
+                    }
+                    dots.truncate(slot); // the slot's own entry is not a dot the state takes
+                    st.describe_appended(key, &dots, *threshold)
+                };
+                if let Err(e) = done {
+                    // Rows the tasks updated point at a slot the state does not hold.
+                    st.reset();
+                    return Err(format!("describing slot {slot}: {e}"));
                 }
-                dots.truncate(slot); // the slot's own entry is not a dot the state takes
-                heads[layer * n_kv_heads + h]
-                    .describe_appended(key, &dots, *threshold)
-                    .map_err(|e| format!("describing slot {slot}: {e}"))?;
             }
             i = j;
         }

@@ -6,7 +6,8 @@
 //! Owns: [`HeadState::describe_appended`] (the state grows by one slot: its inverse norm,
 //! the key sum, every older row whose entry with the new slot exceeds the threshold
 //! takes it as `r(i)`, since no slot is newer, and the new row's own `r` is the latest
-//! older row it matches) and [`appended_dots`] (the dot products it needs, in
+//! older row it matches), the same split into parts that workers update in parallel
+//! ([`AppendedRows`]), and [`appended_dots`] (the dot products it needs, in
 //! [`super::dot`]'s fixed order, so that every threshold decision is the one the
 //! compression-time scan and the oracle make, bit for bit).
 //!
@@ -61,6 +62,85 @@ pub fn appended_dots<E: KeyElem>(key: &[f32], rows: &[E], out: &mut [f32]) {
     }
 }
 
+/// One part of describing an appended slot: rows `first..first + len` of a head's state,
+/// which one worker updates from their dot products with the new key while others update
+/// the other parts ([`HeadState::appended_parts`]; the engine's attention tasks each take
+/// the rows they read); [`HeadState::finish_appended`] then adds the new row.
+#[derive(Debug)]
+pub struct AppendedRows<'a> {
+    first: usize,
+    slot: u32,
+    inv: f32,
+    threshold: f32,
+    latest: &'a mut [u32],
+    entry: &'a mut [f32],
+    inv_norm: &'a [f32],
+}
+
+impl AppendedRows<'_> {
+    /// The part's first row.
+    pub fn first(&self) -> usize {
+        self.first
+    }
+
+    /// Rows in the part.
+    pub fn len(&self) -> usize {
+        self.latest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.latest.is_empty()
+    }
+
+    /// Updates the part's rows: `dots[k] = dot(key, k_{first + k})` ([`appended_dots`]).
+    /// A row whose entry with the new slot exceeds the threshold takes it as `r(i)` (no
+    /// slot is newer); the entries are `CosineRows::entry_from_dot`'s, and
+    /// `S[i][n] == S[n][i]` (a symmetric dot times a commuted product), so the last row
+    /// that matches, returned with its entry, is the new row's own candidate.
+    ///
+    /// Panics if `dots.len() != self.len()` (a caller's bug, not input).
+    pub fn describe(self, dots: &[f32]) -> Option<(u32, f32)> {
+        assert_eq!(dots.len(), self.len(), "one dot product per row");
+        let (n, inv, threshold) = (self.slot, self.inv, self.threshold);
+        let entry = |d: f32, inv_i: f32| d * (inv_i * inv);
+        // In place through buffers on the stack, as `importance::max_into` does: a select
+        // written back where it was read compiles to masked stores, slow on AMD CPUs.
+        // The same branch-free pass finds the last row that matches, one past its index
+        // in `last` (0: none).
+        let (mut tl, mut te) = ([0u32; 64], [0.0f32; 64]);
+        let mut last = 0u32;
+        let rows = self
+            .latest
+            .chunks_mut(64)
+            .zip(self.entry.chunks_mut(64))
+            .zip(self.inv_norm.chunks(64))
+            .zip(dots.chunks(64));
+        for (c, (((l, e), inv_c), d_c)) in rows.enumerate() {
+            let m = l.len();
+            let first = (self.first + 64 * c) as u32 + 1;
+            let cols = tl.iter_mut().zip(te.iter_mut()).zip(l.iter().zip(e.iter()));
+            let mut chunk_last = 0u32;
+            for (k, (((ol, oe), (&r, &old)), (&inv_i, &d))) in
+                cols.zip(inv_c.iter().zip(d_c)).enumerate()
+            {
+                let v = entry(d, inv_i);
+                // All ones on a hit: selects by bit masks, so that both sides are always
+                // loaded (an `if` here compiled to masked loads of the old values, which
+                // took most of the pass's time on AMD Zen 3).
+                let hit = 0u32.wrapping_sub(u32::from(v > threshold));
+                *ol = (n & hit) | (r & !hit);
+                *oe = f32::from_bits((v.to_bits() & hit) | (old.to_bits() & !hit));
+                chunk_last = chunk_last.max((first + k as u32) & hit);
+            }
+            last = last.max(chunk_last);
+            l.copy_from_slice(&tl[..m]);
+            e.copy_from_slice(&te[..m]);
+        }
+        let i = last.checked_sub(1)?;
+        Some((i, self.entry[i as usize - self.first]))
+    }
+}
+
 impl HeadState {
     /// Describes the slot appended right after the described ones (slot
     /// `n = self.described()`): `key` is its key as the cache stores it, widened to f32
@@ -69,7 +149,8 @@ impl HeadState {
     /// `n + 1` slots would leave before selecting (every `r(i)`, entry and inverse norm
     /// bit for bit; the key sum up to its summation order, one row at a time here), so
     /// the next compression scans no candidates for these rows. An error (and no change)
-    /// when the shapes do not match.
+    /// when the shapes do not match. The same as [`HeadState::appended_parts`] with one
+    /// part, then [`HeadState::finish_appended`].
     pub fn describe_appended(
         &mut self,
         key: &[f32],
@@ -85,6 +166,91 @@ impl HeadState {
                 shape: "[described slots]",
             });
         }
+        let last = self
+            .appended_parts(key, threshold, [n])?
+            .into_iter()
+            .find_map(|part| part.describe(dots));
+        self.finish_appended(key, threshold, last)
+    }
+
+    /// Starts describing the slot appended right after the described ones (slot
+    /// `n = self.described()`, its key `key` as in [`HeadState::describe_appended`]): the
+    /// described rows split into parts ending at `ends` (ascending, the last `n`; a part
+    /// may be empty), to update in parallel ([`AppendedRows::describe`]). Once every part
+    /// has been described, [`HeadState::finish_appended`] adds the new row; until then
+    /// the state is between the two. An error (and no change) when the key's size does not
+    /// match the state's, the cache would exceed the longest the state takes, or `ends`
+    /// do not split `0..n`.
+    pub fn appended_parts(
+        &mut self,
+        key: &[f32],
+        threshold: f32,
+        ends: impl IntoIterator<Item = usize>,
+    ) -> Result<Vec<AppendedRows<'_>>, PolicyError> {
+        let n = self.check_appended(key)?;
+        let ends: Vec<usize> = ends.into_iter().collect();
+        let ascending = ends.windows(2).all(|w| w[0] <= w[1]);
+        if !ascending || ends.last() != Some(&n) {
+            return Err(PolicyError::Shape {
+                field: "ends",
+                expected: n,
+                actual: ends.last().copied().unwrap_or(0),
+                shape: "ascending part ends, the last the described slots",
+            });
+        }
+        let inv = inv_norm(key);
+        let mut parts = Vec::with_capacity(ends.len());
+        let (mut latest, mut entry) = (&mut self.latest[..], &mut self.latest_entry[..]);
+        let mut first = 0;
+        for end in ends {
+            let (l, lt) = std::mem::take(&mut latest).split_at_mut(end - first);
+            let (e, et) = std::mem::take(&mut entry).split_at_mut(end - first);
+            parts.push(AppendedRows {
+                first,
+                slot: n as u32,
+                inv,
+                threshold,
+                latest: l,
+                entry: e,
+                inv_norm: &self.inv_norm[first..end],
+            });
+            (latest, entry, first) = (lt, et, end);
+        }
+        Ok(parts)
+    }
+
+    /// Ends describing an appended slot whose parts ([`HeadState::appended_parts`], with
+    /// the same key and threshold) have all been described: `last` is the last row any
+    /// part matched (the largest index they returned) with its entry. The new row's own
+    /// `r` is that row, or under a negative threshold the diagonal (0), as in the oracle
+    /// (the new slot is the latest of all); its inverse norm and the key sum follow. An
+    /// error (and no change) as in [`HeadState::appended_parts`].
+    pub fn finish_appended(
+        &mut self,
+        key: &[f32],
+        threshold: f32,
+        last: Option<(u32, f32)>,
+    ) -> Result<(), PolicyError> {
+        let n = self.check_appended(key)?;
+        if n == 0 {
+            self.key_sum = vec![0.0; key.len()];
+        }
+        let own = if 0.0 > threshold {
+            (n as u32, 0.0)
+        } else {
+            last.unwrap_or((NO_MATCH, 0.0))
+        };
+        let inv = inv_norm(key);
+        add_scaled_rows(&mut self.key_sum, [(key, inv)]);
+        self.latest.push(own.0);
+        self.latest_entry.push(own.1);
+        self.inv_norm.push(inv);
+        Ok(())
+    }
+
+    /// The slot an appended key would take, or why it cannot.
+    fn check_appended(&self, key: &[f32]) -> Result<usize, PolicyError> {
+        let n = self.described();
         if n > 0 && key.len() != self.key_sum.len() {
             return Err(PolicyError::StateDim {
                 state: self.key_sum.len(),
@@ -94,63 +260,7 @@ impl HeadState {
         if n + 1 > MAX_LEN {
             return Err(PolicyError::TooLong { len: n + 1 });
         }
-        if n == 0 {
-            self.key_sum = vec![0.0; key.len()];
-        }
-        let inv = inv_norm(key);
-        // Older rows: a match with the new slot is their latest (no slot is newer); the
-        // entries are `CosineRows::entry_from_dot`'s, and `S[i][n] == S[n][i]` (a
-        // symmetric dot times a commuted product). One branch-free pass that vectorises.
-        let entry = |d: f32, inv_i: f32| d * (inv_i * inv);
-        // In place through buffers on the stack, as `importance::max_into` does: a select
-        // written back where it was read compiles to masked stores, slow on AMD CPUs.
-        // The same pass finds the last older row that matches, one past its index in
-        // `last` (0: none), since the new row's match with row `i` is row `i`'s with it.
-        let (mut tl, mut te) = ([0u32; 64], [0.0f32; 64]);
-        let mut last = 0u32;
-        let rows = self
-            .latest
-            .chunks_mut(64)
-            .zip(self.latest_entry.chunks_mut(64))
-            .zip(self.inv_norm.chunks(64))
-            .zip(dots.chunks(64));
-        for (c, (((l, e), inv_c), d_c)) in rows.enumerate() {
-            let m = l.len();
-            let first = (64 * c) as u32 + 1;
-            let cols = tl.iter_mut().zip(te.iter_mut()).zip(l.iter().zip(e.iter()));
-            let mut chunk_last = 0u32;
-            for (k, (((ol, oe), (&r, &old)), (&inv_i, &d))) in
-                cols.zip(inv_c.iter().zip(d_c)).enumerate()
-            {
-                let v = entry(d, inv_i);
-                // All ones on a hit: selects by bit masks, so that both sides are always
-                // loaded (an `if` here compiled to masked loads of the old values, which
-                // took most of the pass's time on AMD Zen 3).
-                let hit = 0u32.wrapping_sub(u32::from(v > threshold));
-                *ol = (n as u32 & hit) | (r & !hit);
-                *oe = f32::from_bits((v.to_bits() & hit) | (old.to_bits() & !hit));
-                chunk_last = chunk_last.max((first + k as u32) & hit);
-            }
-            last = last.max(chunk_last);
-            l.copy_from_slice(&tl[..m]);
-            e.copy_from_slice(&te[..m]);
-        }
-        // The new row's own: the diagonal (0) under a negative threshold, as in the oracle
-        // (the new slot is the latest of all), else the last older row it matches, with
-        // the entry the pass just stored there (`S[n][i] == S[i][n]`).
-        let own = if 0.0 > threshold {
-            (n as u32, 0.0)
-        } else {
-            match last.checked_sub(1) {
-                Some(i) => (i, self.latest_entry[i as usize]),
-                None => (NO_MATCH, 0.0),
-            }
-        };
-        add_scaled_rows(&mut self.key_sum, [(key, inv)]);
-        self.latest.push(own.0);
-        self.latest_entry.push(own.1);
-        self.inv_norm.push(inv);
-        Ok(())
+        Ok(n)
     }
 }
 
@@ -240,6 +350,60 @@ mod tests {
         assert_eq!(state.latest_resolved(&next, 2, 0.5), oracle.latest);
         let pass = redundancy_incremental(KeyRows::flat_f32(&next, 2), 0.5, 1, &state).unwrap();
         assert_eq!(pass.latest(), oracle.latest);
+    }
+
+    /// Describing in parts, whatever the split, leaves the state describing in one does;
+    /// bad splits are errors that change nothing.
+    #[test]
+    fn parts_equal_one_pass() {
+        let dim = 3;
+        let keys: Vec<f32> = (0..40 * dim)
+            .map(|i| (((i * 7919) % 13) as f32 - 6.0) / 3.0 + if i % dim == 0 { 2.0 } else { 0.0 })
+            .collect();
+        for threshold in [0.5, -0.2] {
+            let mut whole = HeadState::new();
+            let mut split = HeadState::new();
+            for n in 0..40 {
+                let key = &keys[n * dim..(n + 1) * dim];
+                let mut d = vec![0.0; n];
+                appended_dots(key, &keys[..n * dim], &mut d);
+                whole.describe_appended(key, &d, threshold).unwrap();
+                // Parts of 0, 5 and 7 rows, and whatever is left.
+                let ends = [0, 5.min(n), 12.min(n), n];
+                let last = split
+                    .appended_parts(key, threshold, ends)
+                    .unwrap()
+                    .into_iter()
+                    .filter_map(|p| {
+                        let (a, b) = (p.first(), p.first() + p.len());
+                        p.describe(&d[a..b])
+                    })
+                    .max_by_key(|&(i, _)| i);
+                split.finish_appended(key, threshold, last).unwrap();
+                assert_eq!(split, whole, "slot {n}, threshold {threshold}");
+            }
+        }
+        let before = whole_state(&keys, dim);
+        let mut state = before.clone();
+        let key = &keys[..dim];
+        let n = state.described();
+        for bad in [vec![3, 2, n], vec![0, n - 1], vec![n + 1], vec![]] {
+            assert!(
+                matches!(
+                    state.appended_parts(key, 0.5, bad.clone()),
+                    Err(PolicyError::Shape { field: "ends", .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(state, before);
+    }
+
+    /// A state describing the first 10 slots of `keys`.
+    fn whole_state(keys: &[f32], dim: usize) -> HeadState {
+        let mut state = HeadState::new();
+        describe(&mut state, keys, dim, 0, 10);
+        state
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod tile;
 #[path = "tile_avx2.rs"]
 mod tile;
 
-pub use describe::appended_dots;
+pub use describe::{appended_dots, AppendedRows};
 pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};
 pub use redundancy_fast::{redundancy_incremental, FastRedundancy, HeadState};
