@@ -25,7 +25,7 @@ fi
 run decode_rkv1024 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy full --kv-budget 1024 --depths 4096,8000 --tokens 128 --repeat 3 --json
 # R-KV against SnapKV in one run each (as R-KV against FullKV above): repeats alternate the
 # two policies on one engine.
-run gen4096_512 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 3 --json
+run gen4096_512 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy snapkv --kv-budget 512 --depths 0 --tokens 4096 --repeat 4 --interleave --json
 run event_1024 $RKV bench decode --threads 2 --kv-policy rkv --compare-policy snapkv --kv-budget 1024 --depths 0 --tokens 2048 --repeat 5 --json
 # One compression event of one KV head in rkv-core (criterion; per-sample times copied here).
 cargo bench -p rkv-core --bench compress -- 'compress/(rkv_fast|rkv_paged|rkv_paged_described|snapkv)/B(256|1024|4096)_'
