@@ -149,39 +149,22 @@ impl TaskLayout {
 
     /// The results in `buf` (exactly [`TaskLayout::len`] values, this task's own).
     pub fn split_mut<'b>(&self, buf: &'b mut [f32], g: usize, d: usize) -> TaskOut<&'b mut [f32]> {
-        let (max, rest) = buf.split_at_mut(g);
-        let (sum, rest) = rest.split_at_mut(g);
-        let (acc, rest) = rest.split_at_mut(g * d);
-        let take = |on: bool, len: usize, rest: &mut &'b mut [f32]| {
-            on.then(|| {
-                let (a, b) = std::mem::take(rest).split_at_mut(len);
-                *rest = b;
-                a
-            })
-        };
-        let mut rest = rest;
-        let probs = take(self.probs, g * self.n, &mut rest);
-        let logits = take(self.logits, g * self.n, &mut rest);
-        let dots = take(self.dots, self.n, &mut rest);
-        TaskOut {
-            max,
-            sum,
-            acc,
-            probs,
-            logits,
-            dots,
-        }
+        self.carve(buf, g, d)
     }
 
     /// The results in the whole buffer `all`, to read.
     pub fn view<'b>(&self, all: &'b [f32], g: usize, d: usize) -> TaskOut<&'b [f32]> {
-        let buf = &all[self.at..self.at + self.len(g, d)];
-        let (max, rest) = buf.split_at(g);
-        let (sum, rest) = rest.split_at(g);
-        let (acc, mut rest) = rest.split_at(g * d);
+        self.carve(&all[self.at..self.at + self.len(g, d)], g, d)
+    }
+
+    /// `buf` cut into the fields, in layout order.
+    fn carve<S: Cut>(&self, buf: S, g: usize, d: usize) -> TaskOut<S> {
+        let (max, rest) = buf.cut(g);
+        let (sum, rest) = rest.cut(g);
+        let (acc, mut rest) = rest.cut(g * d);
         let mut take = |on: bool, len: usize| {
             on.then(|| {
-                let (a, b) = rest.split_at(len);
+                let (a, b) = std::mem::take(&mut rest).cut(len);
                 rest = b;
                 a
             })
@@ -197,6 +180,23 @@ impl TaskLayout {
             logits,
             dots,
         }
+    }
+}
+
+/// A slice that splits in two at an index: shared or mutable, for [`TaskLayout::carve`].
+trait Cut: Sized + Default {
+    fn cut(self, at: usize) -> (Self, Self);
+}
+
+impl Cut for &[f32] {
+    fn cut(self, at: usize) -> (Self, Self) {
+        self.split_at(at)
+    }
+}
+
+impl Cut for &mut [f32] {
+    fn cut(self, at: usize) -> (Self, Self) {
+        self.split_at_mut(at)
     }
 }
 

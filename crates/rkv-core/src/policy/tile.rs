@@ -289,31 +289,12 @@ pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
 ) -> usize {
     let d = rows.dim();
     let groups = end.saturating_sub(start) / LANES;
-    let full = d - d % W;
-    let order = reduced_order();
     let (one, eps) = (_mm512_set1_ps(1.0), _mm512_set1_ps(1e-8));
     let mut lanes = [0.0f32; LANES];
     for g in 0..groups {
         let i0 = start + g * LANES;
         prefetch(i0);
-        let r: [*const E; LANES] = rows.ptrs_at(|k| i0 + k);
-        let mut acc = [_mm256_setzero_ps(); LANES];
-        let mut c = 0;
-        while c < full {
-            for (a, p) in acc.iter_mut().zip(r) {
-                let x = E::load8(p.add(c));
-                *a = _mm256_fmadd_ps(x, x, *a);
-            }
-            c += W;
-        }
-        if full < d {
-            let live = tail_lanes(d - full);
-            for (a, p) in acc.iter_mut().zip(r) {
-                let x = E::load8_first(p.add(c), d - full);
-                *a = fmadd_tail(x, x, *a, live);
-            }
-        }
-        let sq = _mm512_permutexvar_ps(order, reduce8(acc));
+        let sq = group_dots(rows.ptrs_at(|k| i0 + k), None, d);
         let inv = _mm512_div_ps(one, _mm512_add_ps(_mm512_sqrt_ps(sq), eps));
         _mm512_storeu_ps(lanes.as_mut_ptr(), inv);
         out.extend_from_slice(&lanes);
@@ -338,33 +319,44 @@ pub(super) unsafe fn dots_tiled<E: KeyElem>(
     let d = rows.dim();
     assert!(key.len() == d && rows.len() >= out.len());
     let groups = out.len() / LANES;
-    let full = d - d % W;
-    let order = reduced_order();
-    let k = key.as_ptr();
     for g in 0..groups {
         let i0 = g * LANES;
-        let r: [*const E; LANES] = rows.ptrs_at(|q| i0 + q);
-        let mut acc = [_mm256_setzero_ps(); LANES];
-        let mut c = 0;
-        while c < full {
-            let kv = _mm256_loadu_ps(k.add(c));
-            for (a, p) in acc.iter_mut().zip(r) {
-                *a = _mm256_fmadd_ps(kv, E::load8(p.add(c)), *a);
-            }
-            c += W;
-        }
-        if full < d {
-            let live = tail_lanes(d - full);
-            let kv = f32::load8_first(k.add(c), d - full);
-            for (a, p) in acc.iter_mut().zip(r) {
-                let x = E::load8_first(p.add(c), d - full);
-                *a = fmadd_tail(kv, x, *a, live);
-            }
-        }
-        let dots = _mm512_permutexvar_ps(order, reduce8(acc));
+        let dots = group_dots(rows.ptrs_at(|q| i0 + q), Some(key.as_ptr()), d);
         _mm512_storeu_ps(out.as_mut_ptr().add(i0), dots);
     }
     groups * LANES
+}
+
+/// The dot products of 16 rows `r` (`d` elements each) with `key` (`d` values), or with
+/// themselves when `key` is `None` (squared norms), each in a 256-bit accumulator in
+/// [`super::dot`]'s order (the tail as a partial block); row `q`'s product in lane `q`.
+/// One reduction for the 16 rows: [`inv_norms_tiled`] and [`dots_tiled`].
+#[inline(always)]
+unsafe fn group_dots<E: KeyElem>(
+    r: [*const E; LANES],
+    key: Option<*const f32>,
+    d: usize,
+) -> __m512 {
+    let full = d - d % W;
+    let mut acc = [_mm256_setzero_ps(); LANES];
+    let mut c = 0;
+    while c < full {
+        let kv = key.map(|k| _mm256_loadu_ps(k.add(c)));
+        for (a, p) in acc.iter_mut().zip(r) {
+            let x = E::load8(p.add(c));
+            *a = _mm256_fmadd_ps(x, kv.unwrap_or(x), *a);
+        }
+        c += W;
+    }
+    if full < d {
+        let live = tail_lanes(d - full);
+        let kv = key.map(|k| f32::load8_first(k.add(c), d - full));
+        for (a, p) in acc.iter_mut().zip(r) {
+            let x = E::load8_first(p.add(c), d - full);
+            *a = fmadd_tail(x, kv.unwrap_or(x), *a, live);
+        }
+    }
+    _mm512_permutexvar_ps(reduced_order(), reduce8(acc))
 }
 
 /// The 16 dot products of rows `r` (8, `d` elements each) with `c0` and `c1` (f32, at

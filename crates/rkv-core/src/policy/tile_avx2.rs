@@ -188,33 +188,12 @@ pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
 ) -> usize {
     let d = rows.dim();
     let groups = end.saturating_sub(start) / W;
-    let full = d - d % W;
     let (one, eps) = (_mm256_set1_ps(1.0), _mm256_set1_ps(1e-8));
-    // Register `q` of [`reduce8`] ends in lane `4 (q % 2) + q / 2`: row `q` is read into
-    // register `2 (q % 4) + q / 4`, so that it ends in lane `q`.
-    let reg = |q: usize| 2 * (q % 4) + q / 4;
     let mut lanes = [0.0f32; W];
     for g in 0..groups {
         let i0 = start + g * W;
         prefetch(i0);
-        let r: [*const E; W] = rows.ptrs_at(|q| i0 + q);
-        let mut acc = [_mm256_setzero_ps(); W];
-        let mut c = 0;
-        while c < full {
-            for (q, p) in r.iter().enumerate() {
-                let x = E::load8(p.add(c));
-                acc[reg(q)] = _mm256_fmadd_ps(x, x, acc[reg(q)]);
-            }
-            c += W;
-        }
-        if full < d {
-            let live = tail_lanes(d - full);
-            for (q, p) in r.iter().enumerate() {
-                let x = E::load8_first(p.add(c), d - full);
-                acc[reg(q)] = fmadd_tail(x, x, acc[reg(q)], live);
-            }
-        }
-        let sq = reduce8(acc);
+        let sq = group_dots(rows.ptrs_at(|q| i0 + q), None, d);
         let inv = _mm256_div_ps(one, _mm256_add_ps(_mm256_sqrt_ps(sq), eps));
         _mm256_storeu_ps(lanes.as_mut_ptr(), inv);
         out.extend_from_slice(&lanes);
@@ -239,34 +218,43 @@ pub(super) unsafe fn dots_tiled<E: KeyElem>(
     let d = rows.dim();
     assert!(key.len() == d && rows.len() >= out.len());
     let groups = out.len() / W;
-    let full = d - d % W;
-    // As in [`inv_norms_tiled`]: row `q` accumulates in register `2 (q % 4) + q / 4`, so
-    // that [`reduce8`] leaves its product in lane `q`.
-    let reg = |q: usize| 2 * (q % 4) + q / 4;
-    let k = key.as_ptr();
     for g in 0..groups {
         let i0 = g * W;
-        let r: [*const E; W] = rows.ptrs_at(|q| i0 + q);
-        let mut acc = [_mm256_setzero_ps(); W];
-        let mut c = 0;
-        while c < full {
-            let kv = _mm256_loadu_ps(k.add(c));
-            for (q, p) in r.iter().enumerate() {
-                acc[reg(q)] = _mm256_fmadd_ps(kv, E::load8(p.add(c)), acc[reg(q)]);
-            }
-            c += W;
-        }
-        if full < d {
-            let live = tail_lanes(d - full);
-            let kv = f32::load8_first(k.add(c), d - full);
-            for (q, p) in r.iter().enumerate() {
-                let x = E::load8_first(p.add(c), d - full);
-                acc[reg(q)] = fmadd_tail(kv, x, acc[reg(q)], live);
-            }
-        }
-        _mm256_storeu_ps(out.as_mut_ptr().add(i0), reduce8(acc));
+        let dots = group_dots(rows.ptrs_at(|q| i0 + q), Some(key.as_ptr()), d);
+        _mm256_storeu_ps(out.as_mut_ptr().add(i0), dots);
     }
     groups * W
+}
+
+/// The dot products of 8 rows `r` (`d` elements each) with `key` (`d` values), or with
+/// themselves when `key` is `None` (squared norms), in [`super::dot`]'s order (the tail
+/// as a partial block); row `q`'s product in lane `q`. One reduction for the 8 rows:
+/// [`inv_norms_tiled`] and [`dots_tiled`].
+#[inline(always)]
+unsafe fn group_dots<E: KeyElem>(r: [*const E; W], key: Option<*const f32>, d: usize) -> __m256 {
+    let full = d - d % W;
+    // Register `q` of [`reduce8`] ends in lane `4 (q % 2) + q / 2`: row `q` is read into
+    // register `2 (q % 4) + q / 4`, so that it ends in lane `q`.
+    let reg = |q: usize| 2 * (q % 4) + q / 4;
+    let mut acc = [_mm256_setzero_ps(); W];
+    let mut c = 0;
+    while c < full {
+        let kv = key.map(|k| _mm256_loadu_ps(k.add(c)));
+        for (q, p) in r.iter().enumerate() {
+            let x = E::load8(p.add(c));
+            acc[reg(q)] = _mm256_fmadd_ps(x, kv.unwrap_or(x), acc[reg(q)]);
+        }
+        c += W;
+    }
+    if full < d {
+        let live = tail_lanes(d - full);
+        let kv = key.map(|k| f32::load8_first(k.add(c), d - full));
+        for (q, p) in r.iter().enumerate() {
+            let x = E::load8_first(p.add(c), d - full);
+            acc[reg(q)] = fmadd_tail(x, kv.unwrap_or(x), acc[reg(q)], live);
+        }
+    }
+    reduce8(acc)
 }
 
 /// The first sweep's tiles: rows against the newest slot `j = len - 1` (widened in `c`)
