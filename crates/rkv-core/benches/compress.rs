@@ -2,8 +2,9 @@
 //! GQA group 4): R-KV with the incremental redundancy path in steady state (the state
 //! has seen a previous compression, so 128 slots are new) on flat f32 keys and on the
 //! same keys as f16 in the engine's runs of 32 rows (what the engine passes), the same
-//! paged event from a state that described the new slots as they were appended (what the
-//! engine's decode steps leave), R-KV with the O(L^2 d) oracle, and SnapKV. Window logits are given (the engine computes them),
+//! paged event from a state that described the new slots as they were appended and was
+//! given every row's product with the key sum (what the engine's decode steps leave),
+//! R-KV with the O(L^2 d) oracle, and SnapKV. Window logits are given (the engine computes them),
 //! as in `select_keep`'s contract.
 
 mod support;
@@ -40,7 +41,8 @@ fn compress(c: &mut Criterion) {
                 )
             });
             // The engine's state at a compression: the new slots were described as they
-            // were appended, so the event scans none of them.
+            // were appended and the rows' products with the key sum given, so the event
+            // reads no key for them.
             let described = s.described_state();
             group.bench_function(BenchmarkId::new("rkv_paged_described", &id), |b| {
                 b.iter_batched(

@@ -1,8 +1,9 @@
 //! R-KV against SnapKV, one compression event of one KV head, measured as paired ratios:
 //! the `compress` bench's caches (see `support`), and rounds in which R-KV on flat f32
 //! keys, R-KV on the engine's paged f16 keys, the same from a state that described the
-//! new slots as they were appended (the engine's decode steps do) and SnapKV each run one
-//! batch of events, in an order that rotates from round to round. Each round gives its own ratios, so noise
+//! new slots as they were appended and was given every row's product with the key sum
+//! (the engine's decode steps do both) and SnapKV each run one batch of events, in an
+//! order that rotates from round to round. Each round gives its own ratios, so noise
 //! that lasts longer than a round (another process, the host) hits all three alike;
 //! criterion measures each function in turn and cannot pair them.
 //!

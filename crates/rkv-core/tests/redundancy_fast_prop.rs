@@ -103,6 +103,8 @@ struct Stats {
     kept_sets_differing_in_ties: usize,
     /// Slots described one at a time as they were appended (`describe_appended`).
     described_on_append: usize,
+    /// Compressions given every row's product with the key sum (`set_sum_dots`).
+    sums_given: usize,
 }
 
 /// Describes the rows `state.described()..` of `rows` one at a time (the engine's
@@ -205,6 +207,17 @@ fn run(
         }
         let len = resident.len();
         let keys: Vec<f32> = resident.concat();
+        // The engine's attention gives the rows' products with the key sum in the step
+        // that leads to a compression (not for a prompt's).
+        if state.described() == len && rng.gen_bool(0.6) {
+            let sum_key = state.sum_key_after([]);
+            let mut dots = vec![0.0; len];
+            appended_dots(&sum_key, &keys, &mut dots);
+            state
+                .set_sum_dots(sum_key, dots)
+                .map_err(|e| e.to_string())?;
+            stats.sums_given += 1;
+        }
         let n = len - window;
         let logits: Vec<f32> = (0..g * window * n)
             .map(|_| rng.gen_range(-3.0f32..3.0))
@@ -320,9 +333,11 @@ fn incremental_branches_fire() {
         total.rows_latest_became_new += s.rows_latest_became_new;
         total.kept_sets_differing_in_ties += s.kept_sets_differing_in_ties;
         total.described_on_append += s.described_on_append;
+        total.sums_given += s.sums_given;
     }
     println!("{total:?}");
     assert_eq!(total.compressions, 60);
+    assert!(total.sums_given > 5, "{total:?}");
     assert!(total.rows_latest_evicted > 20, "{total:?}");
     assert!(total.rows_latest_became_new > 20, "{total:?}");
     assert!(total.described_on_append > 100, "{total:?}");

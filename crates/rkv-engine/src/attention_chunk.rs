@@ -110,13 +110,15 @@ pub(crate) struct Chunk<'a, R> {
     pub c0: usize,
     pub c1: usize,
     pub describe: Option<&'a [f32]>, // [d] the token's key as stored, when described
+    pub sum_key: Option<&'a [f32]>,  // [d] the key sum whose products `out.sums` takes
 }
 
 /// Where one task's results lie in the forward's results buffer: `[g]` running maximum,
 /// `[g]` sum, `[g, d]` accumulator, then what the policies keep, each only when kept:
 /// `[g, n]` chunk-normalised probabilities (H2O), `[g, n]` raw logits (captured window
-/// tokens), `[n]` the token's key's dot products with the chunk's keys (R-KV). The same
-/// for every layer of a forward.
+/// tokens), `[n]` the token's key's dot products with the chunk's keys (R-KV), `[n]` the
+/// chunk's keys' products with the key sum (R-KV, the last token of a forward that leads
+/// to a compression). The same for every layer of a forward.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TaskLayout {
     pub at: usize,
@@ -124,6 +126,7 @@ pub(crate) struct TaskLayout {
     pub probs: bool,
     pub logits: bool,
     pub dots: bool,
+    pub sums: bool,
 }
 
 /// One task's results, in the buffer (`T` is `&[f32]` to read, `&mut [f32]` to write).
@@ -134,6 +137,7 @@ pub(crate) struct TaskOut<T> {
     pub probs: Option<T>,  // [g, n]
     pub logits: Option<T>, // [g, n]
     pub dots: Option<T>,   // [n]
+    pub sums: Option<T>,   // [n]
 }
 
 impl TaskLayout {
@@ -145,6 +149,7 @@ impl TaskLayout {
             + usize::from(self.probs) * gn
             + usize::from(self.logits) * gn
             + usize::from(self.dots) * self.n
+            + usize::from(self.sums) * self.n
     }
 
     /// The results in `buf` (exactly [`TaskLayout::len`] values, this task's own).
@@ -172,6 +177,7 @@ impl TaskLayout {
         let probs = take(self.probs, g * self.n);
         let logits = take(self.logits, g * self.n);
         let dots = take(self.dots, self.n);
+        let sums = take(self.sums, self.n);
         TaskOut {
             max,
             sum,
@@ -179,6 +185,7 @@ impl TaskLayout {
             probs,
             logits,
             dots,
+            sums,
         }
     }
 }
@@ -215,7 +222,7 @@ fn sized(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
 }
 
 /// Runs one task: writes its results to `out` (see [`TaskLayout`]; `out.dots` is written
-/// only when `chunk.describe` is given).
+/// only when `chunk.describe` is given, `out.sums` when `chunk.sum_key` is).
 pub(crate) fn partial<E: KvElem, R>(
     keys: &[E],
     values: &[E],
@@ -232,6 +239,7 @@ pub(crate) fn partial<E: KvElem, R>(
         c0,
         c1,
         describe,
+        sum_key,
         ..
     } = *chunk;
     let g = qs.len() / d;
@@ -248,6 +256,7 @@ pub(crate) fn partial<E: KvElem, R>(
     let longest = chunk.runs.clone().map(|r| r.1 - r.0).max().unwrap_or(0);
     let tmp = sized(tmp, g * longest); // [g, run]
     let mut dots = describe.zip(out.dots);
+    let mut sums = sum_key.zip(out.sums);
     for (s0, s1, off) in chunk.runs.clone() {
         let m = s1 - s0;
         let t = &mut tmp[..g * m];
@@ -264,6 +273,9 @@ pub(crate) fn partial<E: KvElem, R>(
         // oracle's).
         if let Some((key, dots)) = dots.as_mut() {
             appended_dots(key, run, &mut dots[s0 - c0..s1 - c0]);
+        }
+        if let Some((sum_key, sums)) = sums.as_mut() {
+            appended_dots(sum_key, run, &mut sums[s0 - c0..s1 - c0]);
         }
     }
     if let Some(kept) = out.logits {
@@ -335,8 +347,9 @@ mod tests {
             probs: false,
             logits: true,
             dots: true,
+            sums: true,
         };
-        assert_eq!(lay.len(g, d), 2 + 2 + 6 + 8 + 4);
+        assert_eq!(lay.len(g, d), 2 + 2 + 6 + 8 + 4 + 4);
         let mut all = vec![0.0f32; 5 + lay.len(g, d)];
         let out = lay.split_mut(&mut all[5..], g, d);
         assert!(out.probs.is_none());
@@ -345,12 +358,14 @@ mod tests {
         out.acc.fill(3.0);
         out.logits.expect("kept").fill(4.0);
         out.dots.expect("kept").fill(5.0);
+        out.sums.expect("kept").fill(6.0);
         let v = lay.view(&all, g, d);
         assert_eq!(v.max, &[1.0; 2]);
         assert_eq!(v.sum, &[2.0; 2]);
         assert_eq!(v.acc, &[3.0; 6]);
         assert_eq!(v.logits.expect("kept"), &[4.0; 8]);
         assert_eq!(v.dots.expect("kept"), &[5.0; 4]);
+        assert_eq!(v.sums.expect("kept"), &[6.0; 4]);
         assert_eq!(all[..5], [0.0; 5]);
     }
 }

@@ -148,6 +148,7 @@ impl SeqCompression {
             accumulate: self.h2o.take(),
             describe: (self.cfg.policy == PolicyKind::RKv)
                 .then(|| (std::mem::take(&mut self.heads), self.cfg.threshold)),
+            sums: self.cfg.should_compress(len_before + n),
         })
     }
 

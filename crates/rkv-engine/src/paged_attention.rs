@@ -82,6 +82,11 @@ pub struct Segment {
     /// and a compression catches it up) has this forward's tokens described one at a
     /// time, in order.
     pub describe: Option<(Vec<HeadState>, f32)>,
+    /// R-KV: this forward ends at a length the schedule compresses, so the attention of
+    /// its last token also takes every row's product with the key sum of its heads
+    /// (`HeadState::set_sum_dots`), while it reads those keys anyway, and the compression
+    /// reads none for its column sums.
+    pub sums: bool,
 }
 
 /// A segment asked for an observation its forward did not lay out (its policy fields
@@ -132,6 +137,7 @@ impl<'a> PagedAttention<'a> {
                             probs: seg.accumulate.is_some(),
                             logits,
                             dots: seg.describe.is_some(),
+                            sums: seg.describe.is_some() && seg.sums && t + 1 == seg.n_tokens,
                         };
                         at += out.len(g, d);
                         tasks.push(Task {
@@ -233,6 +239,26 @@ impl Attention for PagedAttention<'_> {
             let (on, keys) = described[si].as_ref()?;
             on[h].then(|| &keys[(t * n_kv_heads + h) * d..][..d])
         };
+        // The key sum (rounded) each such head will have once this forward's tokens are
+        // described, when the forward leads to a compression: its last token's tasks take
+        // every row's product with it.
+        let sum_keys: Vec<Vec<Option<Vec<f32>>>> = self
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(si, seg)| match seg.describe.as_ref() {
+                Some((heads, _)) if seg.sums => (0..n_kv_heads)
+                    .map(|h| {
+                        let keys = (0..seg.n_tokens).map(|t| key_of(si, t, h));
+                        let keys: Option<Vec<&[f32]>> = keys.collect();
+                        Some(heads[layer * n_kv_heads + h].sum_key_after(keys?))
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let sum_key_of =
+            |si: usize, h: usize| -> Option<&[f32]> { sum_keys[si].get(h)?.as_deref() };
         // 2. One task per (segment, token, KV head, chunk of slots), each writing its own
         // part of the results buffer. For a segment of one token (a decode step) whose
         // head describes its slot, each task also updates the head state's rows it read
@@ -318,6 +344,7 @@ impl Attention for PagedAttention<'_> {
                     c0,
                     c1,
                     describe: key_of(si, t, h),
+                    sum_key: sum_key_of(si, h).filter(|_| task.out.sums),
                 };
                 let out = task.out.split_mut(&mut *buf, g, d);
                 match (&store.keys, &store.values) {
@@ -429,6 +456,21 @@ impl Attention for PagedAttention<'_> {
                     dots.truncate(slot); // the slot's own entry is not a dot the state takes
                     st.describe_appended(key, &dots, *threshold)
                 };
+                // The last token's tasks took every row's product with the key sum.
+                let sums = match sum_key_of(si, h) {
+                    Some(sum_key) if t + 1 == seg.n_tokens => {
+                        let mut sums = Vec::with_capacity(slot + 1);
+                        for task in &tasks[i..j] {
+                            sums.extend_from_slice(part(task).sums.ok_or(UNLAID)?);
+                        }
+                        Some((sum_key.to_vec(), sums))
+                    }
+                    _ => None,
+                };
+                let done = done.and_then(|()| match sums {
+                    Some((sum_key, sums)) => st.set_sum_dots(sum_key, sums),
+                    None => Ok(()),
+                });
                 if let Err(e) = done {
                     // Rows the tasks updated point at a slot the state does not hold.
                     st.reset();

@@ -127,10 +127,20 @@ impl Setup {
     }
 
     /// [`Setup::state`] with the slots appended since that compression described one at
-    /// a time, as the engine does while it decodes (`HeadState::describe_appended`): the
-    /// state a compression of this cache starts from in the engine.
+    /// a time, as the engine does while it decodes (`HeadState::describe_appended`), and
+    /// every row's product with the key sum given, as the attention of the step that
+    /// leads to a compression gives them (`HeadState::set_sum_dots`): the state a
+    /// compression of this cache starts from in the engine.
     pub fn described_state(&self) -> HeadState {
-        self.described_up_to(self.keys.len() / self.dim)
+        let len = self.keys.len() / self.dim;
+        let mut state = self.described_up_to(len);
+        let sum_key = state.sum_key_after([]);
+        let mut dots = vec![0.0; len];
+        appended_dots(&sum_key, &self.keys, &mut dots);
+        state
+            .set_sum_dots(sum_key, dots)
+            .expect("one product per row");
+        state
     }
 
     /// [`Setup::described_state`] with only the slots before `len` described.

@@ -15,9 +15,7 @@
 //! the engine inside its attention), importance, selection, the schedule.
 
 use super::dot::{add_scaled_rows, dot, dots, inv_norm};
-use super::keys::KeyElem;
-#[cfg(x86_64_v3)]
-use super::keys::Rows;
+use super::keys::{KeyElem, Rows};
 use super::redundancy_fast::{HeadState, MAX_LEN, NO_MATCH};
 use super::PolicyError;
 
@@ -35,30 +33,31 @@ pub fn appended_dots<E: KeyElem>(key: &[f32], rows: &[E], out: &mut [f32]) {
         out.fill(0.0);
         return;
     }
-    let rows = &rows[..out.len() * d];
+    rows_dots(key, &Rows::flat(&rows[..out.len() * d], d), out);
+}
+
+/// [`appended_dots`] over the first `out.len()` rows of `rows` (flat or in runs).
+///
+/// Panics if `rows` has fewer rows or another width (a caller's bug, not input).
+pub(super) fn rows_dots<E: KeyElem>(key: &[f32], rows: &Rows<'_, E>, out: &mut [f32]) {
+    assert!(key.len() == rows.dim() && rows.len() >= out.len());
     // Whole groups through one reduction per group of rows (the tile modules'), the rest
     // four rows at a time.
     #[cfg(x86_64_v3)]
     let done = {
         // SAFETY: the target has AVX2, FMA and F16C (x86-64-v3, which the AVX-512 build
-        // implies); `rows` holds exactly `out.len()` rows of `d == key.len()`.
-        unsafe { super::tile::dots_tiled(key, &Rows::flat(rows, d), out) }
+        // implies); `rows` holds at least `out.len()` rows of `key.len()`.
+        unsafe { super::tile::dots_tiled(key, rows, out) }
     };
     #[cfg(not(x86_64_v3))]
     let done = 0;
-    let (rows, out) = (&rows[done * d..], &mut out[done..]);
-    let mut quads = out.chunks_exact_mut(ROWS);
-    let mut blocks = rows.chunks_exact(ROWS * d);
-    for (o, block) in (&mut quads).zip(&mut blocks) {
-        let rs: [&[E]; ROWS] = std::array::from_fn(|k| &block[k * d..(k + 1) * d]);
-        o.copy_from_slice(&dots(key, rs));
+    let quads = done + (out.len() - done) / ROWS * ROWS;
+    for i0 in (done..quads).step_by(ROWS) {
+        let rs: [&[E]; ROWS] = rows.rows_at(|k| i0 + k);
+        out[i0..i0 + ROWS].copy_from_slice(&dots(key, rs));
     }
-    for (o, row) in quads
-        .into_remainder()
-        .iter_mut()
-        .zip(blocks.remainder().chunks_exact(d))
-    {
-        *o = dot(key, row);
+    for (i, o) in out.iter_mut().enumerate().skip(quads) {
+        *o = dot(key, rows.row(i));
     }
 }
 
@@ -248,6 +247,50 @@ impl HeadState {
         Ok(())
     }
 
+    /// The key sum rounded to f32 (`[d]`; empty before any slot is described) once the
+    /// slots of `keys` (each `[d]`, as in [`HeadState::describe_appended`]) are described
+    /// after the described ones: the vector whose products with every row
+    /// [`HeadState::set_sum_dots`] then takes. (The engine computes it before its
+    /// attention describes a forward's tokens, so that the attention of the forward's
+    /// last token can take the products while it reads the keys.)
+    pub fn sum_key_after<'k>(&self, keys: impl IntoIterator<Item = &'k [f32]>) -> Vec<f32> {
+        let mut sum = self.key_sum.clone();
+        for key in keys {
+            if sum.is_empty() {
+                sum = vec![0.0; key.len()];
+            }
+            add_scaled_rows(&mut sum, [(key, inv_norm(key))]);
+        }
+        sum.iter().map(|&x| x as f32).collect()
+    }
+
+    /// Keeps every described row's product with the key sum for the next compression,
+    /// which then reads no key for its column sums: `dots[i] = dot(sum_key, k_i)` for
+    /// every described slot `i` ([`appended_dots`]), `sum_key` from
+    /// [`HeadState::sum_key_after`] (with no more keys: the key sum as it is now). They
+    /// serve only while they cover every row and `sum_key` is the key sum (a slot
+    /// described later voids them); else the compression takes the products itself. An
+    /// error (and no change) when the lengths do not match.
+    pub fn set_sum_dots(&mut self, sum_key: Vec<f32>, dots: Vec<f32>) -> Result<(), PolicyError> {
+        if dots.len() != self.described() {
+            return Err(PolicyError::Shape {
+                field: "dots",
+                expected: self.described(),
+                actual: dots.len(),
+                shape: "[described slots]",
+            });
+        }
+        if sum_key.len() != self.key_sum.len() {
+            return Err(PolicyError::StateDim {
+                state: self.key_sum.len(),
+                head_dim: sum_key.len(),
+            });
+        }
+        self.sum_key = sum_key;
+        self.sum_dots = dots;
+        Ok(())
+    }
+
     /// The slot an appended key would take, or why it cannot.
     fn check_appended(&self, key: &[f32]) -> Result<usize, PolicyError> {
         let n = self.described();
@@ -397,6 +440,68 @@ mod tests {
             );
         }
         assert_eq!(state, before);
+    }
+
+    /// Products with the key sum given before a compression give the bits the
+    /// compression's own products give; products that no longer cover every row, or
+    /// were taken with another sum, are not used; bad lengths are errors that change
+    /// nothing.
+    #[test]
+    fn given_sum_dots_equal_the_compressions_own() {
+        let dim = 5;
+        let keys: Vec<f32> = (0..30 * dim)
+            .map(|i| (((i * 7919) % 17) as f32 - 8.0) / 4.0 + if i % dim == 1 { 1.5 } else { 0.0 })
+            .collect();
+        let mut state = HeadState::new();
+        describe(&mut state, &keys, dim, 0, 20);
+        let len = 20;
+        let own =
+            redundancy_incremental(KeyRows::flat_f32(&keys[..len * dim], dim), 0.5, 2, &state)
+                .unwrap();
+        // The key sum once slot 20 is described, taken before it is.
+        let ahead = state.sum_key_after([&keys[len * dim..(len + 1) * dim]]);
+        let sum_key = state.sum_key_after([]);
+        let mut dots = vec![0.0; len];
+        appended_dots(&sum_key, &keys[..len * dim], &mut dots);
+        let before = state.clone();
+        assert!(state
+            .set_sum_dots(sum_key.clone(), dots[1..].to_vec())
+            .is_err());
+        assert!(state
+            .set_sum_dots(sum_key[1..].to_vec(), dots.clone())
+            .is_err());
+        assert_eq!(state, before);
+        state.set_sum_dots(sum_key.clone(), dots.clone()).unwrap();
+        assert_eq!(state.rows_read(len), (0, 0));
+        let given =
+            redundancy_incremental(KeyRows::flat_f32(&keys[..len * dim], dim), 0.5, 2, &state)
+                .unwrap();
+        let bits = |r: &[f64]| r.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&given.redundancy), bits(&own.redundancy));
+        // Products taken with another vector are not used.
+        let mut wrong = state.clone();
+        wrong.set_sum_dots(vec![1.0; dim], vec![7.0; len]).unwrap();
+        assert_eq!(wrong.rows_read(len), (len, len));
+        let pass =
+            redundancy_incremental(KeyRows::flat_f32(&keys[..len * dim], dim), 0.5, 2, &wrong)
+                .unwrap();
+        assert_eq!(bits(&pass.redundancy), bits(&own.redundancy));
+        // One more slot voids them; the vector taken ahead is the new key sum.
+        describe(&mut state, &keys, dim, len, len + 1);
+        assert_eq!(state.sum_key_after([]), ahead);
+        assert_eq!(state.rows_read(len + 1), (len + 1, len + 1));
+        let oracle = redundancy_oracle(&keys[..(len + 1) * dim], dim, 0.5, 2);
+        let next = redundancy_incremental(
+            KeyRows::flat_f32(&keys[..(len + 1) * dim], dim),
+            0.5,
+            2,
+            &state,
+        )
+        .unwrap();
+        assert_eq!(next.latest(), oracle.latest);
+        for (a, e) in next.redundancy.iter().zip(&oracle.redundancy) {
+            assert!((a - e).abs() < 1e-7 * e.abs().max(1e-3), "{a} vs {e}");
+        }
     }
 
     /// A state describing the first 10 slots of `keys`.

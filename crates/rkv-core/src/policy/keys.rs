@@ -387,14 +387,14 @@ pub struct Prefetcher<'a> {
 }
 
 impl<'a> Prefetcher<'a> {
-    /// A cursor over all of `keys`, starting at row `first`.
-    pub fn new(keys: KeyRows<'a>, first: usize) -> Self {
+    /// A cursor over `rows` rows of `keys` (at most all of them), starting at row `first`.
+    pub fn new(keys: KeyRows<'a>, first: usize, rows: usize) -> Self {
         let len = keys.len();
         Self {
             keys,
             first: first.min(len),
             next: first.min(len),
-            left: len,
+            left: rows.min(len),
         }
     }
 
@@ -433,7 +433,12 @@ mod tests {
             KeyRows::F32(Rows::runs(&runs, 8, 40, 2).unwrap()),
         ] {
             for (first, step) in [(30usize, 3usize), (0, 7), (40, 5), (55, 1)] {
-                let mut p = Prefetcher::new(keys, first);
+                // A cursor over fewer rows stops after them.
+                let mut p = Prefetcher::new(keys, first, 12);
+                p.advance(5);
+                p.advance(10);
+                assert_eq!(p.left, 0);
+                let mut p = Prefetcher::new(keys, first, usize::MAX);
                 let mut order = Vec::new();
                 while p.left > 0 {
                     let before = (p.next, p.left);

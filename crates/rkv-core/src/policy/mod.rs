@@ -194,12 +194,14 @@ fn score_validated<'a>(
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     let n = obs.len.saturating_sub(obs.window);
     let importance = if cfg.policy == PolicyKind::RKv && path == RedundancyPath::Fast {
-        // The redundancy reads every key next, mostly for the first time since they were
-        // written: the memory fetches them while the importance's exponentials run (a few
-        // rows per tick, all of them by the end).
-        let mut keys = Prefetcher::new(obs.keys, state.described());
+        // The redundancy reads keys next (every key unless the state describes them all),
+        // mostly for the first time since they were written: the memory fetches them
+        // while the importance's exponentials run (a few rows per tick, all of them by
+        // the end).
+        let (first, rows) = state.rows_read(obs.len);
+        let mut keys = Prefetcher::new(obs.keys, first, rows);
         let ticks = (obs.window * n).div_ceil(importance::TICK).max(1);
-        let per_tick = obs.keys.len().div_ceil(ticks) + 1;
+        let per_tick = rows.div_ceil(ticks) + 1;
         importance::importance_with(
             obs.window_logits,
             obs.group,

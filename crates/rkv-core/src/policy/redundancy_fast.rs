@@ -21,8 +21,11 @@
 //!   tiles of 8 rows x 2 candidates on AVX-512, of 4 rows x 2 on AVX2);
 //! - none of those scans for slots already described as they were appended
 //!   (`super::describe`, the engine's path: its attention computes the new key's dot
-//!   products while it reads the keys), which leaves the sweep, the column sums and the
-//!   deferred re-searches to a compression;
+//!   products while it reads the keys), which leaves the rows' products with the key
+//!   sum, the column sums and the deferred re-searches to a compression; and not even
+//!   those products when the attention of the step that leads to the compression took
+//!   them as it read the keys ([`HeadState::set_sum_dots`]): such a compression reads no
+//!   key but those of the re-searches and of rows without a match;
 //! - after a compression (one pass over the rows, `super::kept`), `r(i)` remapped to the
 //!   kept slots. A row whose `r(i)` was evicted is re-searched lazily: no kept slot above
 //!   the evicted one matched, so its new `r(i)` is a new slot if one matches at the next
@@ -40,6 +43,7 @@
 //! appended (`super::describe`) holds exactly the key it was described with, as stored.
 
 use super::cosine::CosineRows;
+use super::describe::rows_dots;
 use super::dot::{add_scaled_rows, dot, dots2, inv_norm};
 use super::kept::carry;
 use super::keys::{each_rows, KeyElem, KeyRows, Rows};
@@ -71,6 +75,14 @@ pub struct HeadState {
     /// `(row, below)`, ascending rows: rows whose `r(i)` was evicted; their `r(i)` over the
     /// described slots is the latest match among slots `0..below`.
     pub(super) lost: Vec<(u32, u32)>,
+    /// `[d]` the key sum rounded to f32 that [`HeadState::sum_dots`] were taken with
+    /// (`super::describe`, [`HeadState::set_sum_dots`]; empty when none were).
+    pub(super) sum_key: Vec<f32>,
+    /// `[n_described]` every described row's dot product with `sum_key`, given by the
+    /// engine's attention in the step that leads to a compression (it reads every key
+    /// then anyway), so that the compression need not read them; used only while
+    /// `sum_key` is the key sum rounded and they cover every row.
+    pub(super) sum_dots: Vec<f32>,
 }
 
 impl HeadState {
@@ -89,6 +101,29 @@ impl HeadState {
         self.latest.reserve(additional);
         self.latest_entry.reserve(additional);
         self.inv_norm.reserve(additional);
+    }
+
+    /// The rows a compression of a cache of `len` slots reads in full, as the first row
+    /// and a count (wrapping past the end to row 0): every row, the undescribed ones
+    /// first, unless the state describes them all; then none if it holds every row's
+    /// product with the key sum.
+    pub(super) fn rows_read(&self, len: usize) -> (usize, usize) {
+        match self.described() == len {
+            true if self.sums_ready(len) => (0, 0),
+            _ => (self.described(), len),
+        }
+    }
+
+    /// Whether [`HeadState::sum_dots`] hold every row's product with the key sum as it is
+    /// (a compression of a cache of `len` slots then reads no key for the column sums).
+    fn sums_ready(&self, len: usize) -> bool {
+        self.sum_dots.len() == len
+            && self.sum_key.len() == self.key_sum.len()
+            && self
+                .sum_key
+                .iter()
+                .zip(&self.key_sum)
+                .all(|(&a, &b)| a.to_bits() == (b as f32).to_bits())
     }
 
     /// Forget everything (the next compression computes from scratch).
@@ -196,6 +231,9 @@ fn incremental<'a, E: KeyElem>(
             head_dim: dim,
         });
     }
+    if old == len && old > 0 {
+        return Ok(described(rows, keys, threshold, window, state));
+    }
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
     // SAFETY (tiled norms): the target has x86-64-v3 (and AVX-512F where `super::tile`
@@ -245,9 +283,63 @@ fn incremental<'a, E: KeyElem>(
         &mut latest,
         &mut zeroed_entry,
     );
-    // Rows without a match zero S[i][0] (the reference's quirk). They are few: sixteen
-    // rows are checked at once (a check that vectorises), and only where one is found
-    // are they visited.
+    zero_matchless(&s, &latest, &mut zeroed_entry);
+    let column_sums = column_sums_fast(&inv, &first.sum_dots, &latest, &zeroed_entry);
+    let redundancy = redundancy_from_column_sums(&column_sums, window);
+    Ok(FastRedundancy {
+        redundancy,
+        latest,
+        zeroed_entry,
+        inv_norm: inv,
+        key_sum,
+        keys,
+    })
+}
+
+/// [`incremental`] for a state that describes every slot (`super::describe`, the
+/// engine's path): every `r(i)` but the pending re-searches is resolved, so the rows are
+/// read once for their products with the key sum only, and not at all when the state
+/// holds them ([`HeadState::set_sum_dots`]); otherwise only the rows of the re-searches
+/// and the rows without a match (for `S[i][0]`) are read.
+fn described<'a, E: KeyElem>(
+    rows: Rows<'a, E>,
+    keys: KeyRows<'a>,
+    threshold: f32,
+    window: usize,
+    state: &HeadState,
+) -> FastRedundancy<'a> {
+    let len = rows.len();
+    let inv = state.inv_norm.clone();
+    let s = CosineRows {
+        keys: rows,
+        inv_norm: &inv,
+    };
+    let mut latest = state.latest.clone();
+    let mut zeroed_entry = state.latest_entry.clone();
+    research_lost(&s, threshold, &state.lost, &mut latest, &mut zeroed_entry);
+    zero_matchless(&s, &latest, &mut zeroed_entry);
+    let column_sums = if state.sums_ready(len) {
+        column_sums_fast(&inv, &state.sum_dots, &latest, &zeroed_entry)
+    } else {
+        let sum: Vec<f32> = state.key_sum.iter().map(|&x| x as f32).collect();
+        let mut sum_dots = vec![0.0f32; len];
+        rows_dots(&sum, &rows, &mut sum_dots);
+        column_sums_fast(&inv, &sum_dots, &latest, &zeroed_entry)
+    };
+    FastRedundancy {
+        redundancy: redundancy_from_column_sums(&column_sums, window),
+        latest,
+        zeroed_entry,
+        inv_norm: inv,
+        key_sum: state.key_sum.clone(),
+        keys,
+    }
+}
+
+/// Rows without a match zero `S[i][0]` (the reference's quirk). They are few: sixteen
+/// rows are checked at once (a check that vectorises), and only where one is found are
+/// they visited.
+fn zero_matchless<E: KeyElem>(s: &CosineRows<'_, E>, latest: &[u32], zeroed_entry: &mut [f32]) {
     for (c, chunk) in latest.chunks(16).enumerate() {
         if chunk.iter().fold(false, |any, &r| any | (r == NO_MATCH)) {
             for (k, &r) in chunk.iter().enumerate() {
@@ -258,16 +350,6 @@ fn incremental<'a, E: KeyElem>(
             }
         }
     }
-    let column_sums = column_sums_fast(&s, &first.sum_dots, &latest, &zeroed_entry);
-    let redundancy = redundancy_from_column_sums(&column_sums, window);
-    Ok(FastRedundancy {
-        redundancy,
-        latest,
-        zeroed_entry,
-        inv_norm: inv,
-        key_sum,
-        keys,
-    })
 }
 
 /// What the first sweep over the rows leaves: the rows still without a match, and every
@@ -377,8 +459,8 @@ fn newest_and_sums<E: KeyElem>(
 /// The dot products run in f32 against the key sum rounded to f32: their error (a few
 /// ulp of `|sum| <= L`) is of the order of the oracle's own, which adds `L` entries each
 /// rounded to f32, and shrinks by `1 / L` in the column means the softmax sees.
-fn column_sums_fast<E: KeyElem>(
-    s: &CosineRows<'_, E>,
+fn column_sums_fast(
+    inv_norm: &[f32],
     sum_dots: &[f32],
     latest: &[u32],
     zeroed: &[f32],
@@ -390,7 +472,7 @@ fn column_sums_fast<E: KeyElem>(
     // and their entries are summed there apart (eight partial sums, not one chain of
     // dependent subtractions), then added to it.
     let mut sums = vec![0.0f64; len + 8];
-    for ((c, &inv), &dot) in sums.iter_mut().zip(s.inv_norm).zip(sum_dots) {
+    for ((c, &inv), &dot) in sums.iter_mut().zip(inv_norm).zip(sum_dots) {
         let inv = f64::from(inv);
         let self_sq = (1.0 - 1e-8 * inv).max(0.0);
         *c = inv * f64::from(dot) - self_sq * self_sq;
@@ -484,6 +566,8 @@ impl FastRedundancy<'_> {
         state.latest_entry = carried.entry;
         state.key_sum = key_sum;
         state.lost = lost;
+        state.sum_key = Vec::new();
+        state.sum_dots = Vec::new();
         Ok(())
     }
 }
