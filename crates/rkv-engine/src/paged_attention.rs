@@ -250,8 +250,8 @@ impl Attention for PagedAttention<'_> {
                 Some((heads, _)) if seg.sums => (0..n_kv_heads)
                     .map(|h| {
                         let keys = (0..seg.n_tokens).map(|t| key_of(si, t, h));
-                        let keys: Option<Vec<&[f32]>> = keys.collect();
-                        Some(heads[layer * n_kv_heads + h].sum_key_after(keys?))
+                        let keys: Vec<&[f32]> = keys.collect::<Option<_>>()?;
+                        Some(heads.get(layer * n_kv_heads + h)?.sum_key_after(keys))
                     })
                     .collect(),
                 _ => Vec::new(),

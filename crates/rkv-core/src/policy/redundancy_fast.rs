@@ -75,7 +75,7 @@ pub struct HeadState {
     /// `(row, below)`, ascending rows: rows whose `r(i)` was evicted; their `r(i)` over the
     /// described slots is the latest match among slots `0..below`.
     pub(super) lost: Vec<(u32, u32)>,
-    /// `[d]` the key sum rounded to f32 that [`HeadState::sum_dots`] were taken with
+    /// `[d]` the key sum rounded to f32 that `sum_dots` were taken with
     /// (`super::describe`, [`HeadState::set_sum_dots`]; empty when none were).
     pub(super) sum_key: Vec<f32>,
     /// `[n_described]` every described row's dot product with `sum_key`, given by the
@@ -107,8 +107,8 @@ impl HeadState {
     /// count (wrapping past the end to row 0), for the importance to ask the memory for:
     /// every row, the undescribed ones first, unless the state describes them all, holds
     /// every row's product with the key sum and has no row to re-search (a re-search
-    /// scans down from the evicted slot, one cold row after another; on a teacher-forced
-    /// reasoning trace a third of the events' time went there without this); then none.
+    /// scans down from the evicted slot, one cold row after another; on the
+    /// teacher-forced reasoning trace, 20-40 rows per head late in the trace); then none.
     pub(super) fn rows_read(&self, len: usize) -> (usize, usize) {
         match self.described() == len {
             true if self.sums_ready(len) && self.lost.is_empty() => (0, 0),
@@ -116,7 +116,7 @@ impl HeadState {
         }
     }
 
-    /// Whether [`HeadState::sum_dots`] hold every row's product with the key sum as it is
+    /// Whether `sum_dots` hold every row's product with the key sum as it is
     /// (a compression of a cache of `len` slots then reads no key for the column sums).
     fn sums_ready(&self, len: usize) -> bool {
         self.sum_dots.len() == len
