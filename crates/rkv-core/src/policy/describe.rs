@@ -400,9 +400,7 @@ mod tests {
     #[test]
     fn parts_equal_one_pass() {
         let dim = 3;
-        let keys: Vec<f32> = (0..40 * dim)
-            .map(|i| (((i * 7919) % 13) as f32 - 6.0) / 3.0 + if i % dim == 0 { 2.0 } else { 0.0 })
-            .collect();
+        let keys = spread_keys(40, dim, 13, 0, 2.0);
         for threshold in [0.5, -0.2] {
             let mut whole = HeadState::new();
             let mut split = HeadState::new();
@@ -449,9 +447,7 @@ mod tests {
     #[test]
     fn given_sum_dots_equal_the_compressions_own() {
         let dim = 5;
-        let keys: Vec<f32> = (0..30 * dim)
-            .map(|i| (((i * 7919) % 17) as f32 - 8.0) / 4.0 + if i % dim == 1 { 1.5 } else { 0.0 })
-            .collect();
+        let keys = spread_keys(30, dim, 17, 1, 1.5);
         let mut state = HeadState::new();
         describe(&mut state, &keys, dim, 0, 20);
         let len = 20;
@@ -502,6 +498,18 @@ mod tests {
         for (a, e) in next.redundancy.iter().zip(&oracle.redundancy) {
             assert!((a - e).abs() < 1e-7 * e.abs().max(1e-3), "{a} vs {e}");
         }
+    }
+
+    /// `n` keys of `dim` values spread over `m` levels around 0 (`i * 7919 mod m`, centred
+    /// on `m / 2`, in steps of `1 / (m / 4)`), component `bump_at` raised by `bump`, so
+    /// that many rows are similar.
+    fn spread_keys(n: usize, dim: usize, m: usize, bump_at: usize, bump: f32) -> Vec<f32> {
+        (0..n * dim)
+            .map(|i| {
+                let level = ((i * 7919) % m) as f32 - (m / 2) as f32;
+                level / (m / 4) as f32 + if i % dim == bump_at { bump } else { 0.0 }
+            })
+            .collect()
     }
 
     /// A state describing the first 10 slots of `keys`.

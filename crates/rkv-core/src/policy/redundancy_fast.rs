@@ -222,20 +222,20 @@ fn incremental<'a, E: KeyElem>(
             len,
         });
     }
-    let mut key_sum = if old == 0 {
-        vec![0.0; dim]
-    } else {
-        state.key_sum.clone()
-    };
-    if key_sum.len() != dim {
+    if old > 0 && state.key_sum.len() != dim {
         return Err(PolicyError::StateDim {
-            state: key_sum.len(),
+            state: state.key_sum.len(),
             head_dim: dim,
         });
     }
     if old == len && old > 0 {
         return Ok(described(rows, keys, threshold, window, state));
     }
+    let mut key_sum = if old == 0 {
+        vec![0.0; dim]
+    } else {
+        state.key_sum.clone()
+    };
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
     // SAFETY (tiled norms): the target has x86-64-v3 (and AVX-512F where `super::tile`
@@ -323,7 +323,7 @@ fn described<'a, E: KeyElem>(
     let column_sums = if state.sums_ready(len) {
         column_sums_fast(&inv, &state.sum_dots, &latest, &zeroed_entry)
     } else {
-        let sum: Vec<f32> = state.key_sum.iter().map(|&x| x as f32).collect();
+        let sum = state.sum_key_after([]);
         let mut sum_dots = vec![0.0f32; len];
         rows_dots(&sum, &rows, &mut sum_dots);
         column_sums_fast(&inv, &sum_dots, &latest, &zeroed_entry)
