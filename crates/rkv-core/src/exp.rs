@@ -1,7 +1,8 @@
 //! `exp` for f32 in a form the compiler vectorises, for the softmaxes: the importance's
 //! takes one exponential per window query and candidate (8 x 1144 per KV head at budget
 //! 1024), where the C library's `expf`, called one value at a time, was most of a SnapKV
-//! event; the engine's attention takes one per query head and resident slot every step.
+//! event; the redundancy's, one per slot at every R-KV compression; the engine's
+//! attention, one per query head and resident slot every step.
 //!
 //! Owns: [`exp`] (Cody-Waite range reduction to `[-ln 2 / 2, ln 2 / 2]`, Cephes' degree-5
 //! polynomial, the power of two built from its bits in two halves so that no step
