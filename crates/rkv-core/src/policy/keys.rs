@@ -11,6 +11,7 @@
 //! Must not know: what the keys are used for, the engine's block tables.
 
 use half::f16;
+use std::ops::Range;
 
 use super::PolicyError;
 
@@ -375,48 +376,70 @@ impl<'a> KeyRows<'a> {
     }
 }
 
-/// A cursor asking the memory for every row of a head, a few at a time between other
-/// work, in the order the incremental redundancy first reads them: the rows from `first`
-/// (those appended since the last compression) to the end, then the rest from row 0.
+/// A cursor asking the memory for rows of a head, a few at a time between other work,
+/// in the order a compression first reads them: for a state that has not described every
+/// row, all of them, those appended since the last compression (from `first`) first,
+/// then the rest from row 0 ([`Prefetcher::new`]); for one that has, only the rows its
+/// re-searches will read ([`Prefetcher::rows`]).
 #[derive(Debug)]
 pub struct Prefetcher<'a> {
     keys: KeyRows<'a>,
-    first: usize,
-    next: usize,
+    /// Row ranges still to ask for, the next one last (each non-empty).
+    ranges: Vec<Range<usize>>,
+    /// Rows still to ask for, in all the ranges.
     left: usize,
 }
 
 impl<'a> Prefetcher<'a> {
-    /// A cursor over `rows` rows of `keys` (at most all of them), starting at row `first`.
+    /// A cursor over `rows` rows of `keys` (at most all of them), starting at row `first`
+    /// and wrapping to row 0.
     pub fn new(keys: KeyRows<'a>, first: usize, rows: usize) -> Self {
         let len = keys.len();
-        Self {
-            keys,
-            first: first.min(len),
-            next: first.min(len),
-            left: rows.min(len),
-        }
+        let first = first.min(len);
+        let upper = rows.min(len - first);
+        let lower = (rows - upper).min(first);
+        Self::rows(keys, vec![first..first + upper, 0..lower])
+    }
+
+    /// A cursor over the rows of `ranges`, in order (clamped to the rows `keys` has).
+    pub fn rows(keys: KeyRows<'a>, ranges: Vec<Range<usize>>) -> Self {
+        let len = keys.len();
+        let ranges: Vec<Range<usize>> = ranges
+            .into_iter()
+            .rev()
+            .map(|r| r.start.min(len)..r.end.min(len))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let left = ranges.iter().map(ExactSizeIterator::len).sum();
+        Self { keys, ranges, left }
+    }
+
+    /// Rows not yet asked for.
+    pub fn left(&self) -> usize {
+        self.left
     }
 
     /// Asks for the next `n` rows (fewer at the end).
-    pub fn advance(&mut self, n: usize) {
-        let len = self.keys.len();
-        let mut n = n.min(self.left);
+    pub fn advance(&mut self, mut n: usize) {
         while n > 0 {
-            if self.next == len {
-                self.next = 0;
-            }
-            let stop = if self.next < self.first {
-                self.first
-            } else {
-                len
+            let Some(r) = self.ranges.last_mut() else {
+                return;
             };
-            let take = n.min(stop - self.next);
-            self.keys.prefetch(self.next, take);
-            self.next += take;
+            let take = n.min(r.len());
+            self.keys.prefetch(r.start, take);
+            r.start += take;
             self.left -= take;
             n -= take;
+            if r.start == r.end {
+                self.ranges.pop();
+            }
         }
+    }
+
+    /// The row the next [`Self::advance`] starts at.
+    #[cfg(test)]
+    fn next_row(&self) -> Option<usize> {
+        self.ranges.last().map(|r| r.start)
     }
 }
 
@@ -439,18 +462,27 @@ mod tests {
                 p.advance(10);
                 assert_eq!(p.left, 0);
                 let mut p = Prefetcher::new(keys, first, usize::MAX);
+                assert_eq!(p.left(), 40);
                 let mut order = Vec::new();
                 while p.left > 0 {
-                    let before = (p.next, p.left);
+                    let before = (p.next_row(), p.left);
                     p.advance(step);
                     let took = before.1 - p.left;
                     assert!(took == step.min(before.1), "{first} {step}");
                     order.push(before.0);
                 }
                 // Starts at `first` (clamped), wraps to 0, stops after all 40 rows.
-                assert_eq!(order[0], first.min(40));
+                assert_eq!(order[0], Some(first.min(40) % 40));
                 p.advance(3);
                 assert_eq!(p.left, 0);
+                // Chosen ranges, clamped to the rows, in the order given.
+                let mut p = Prefetcher::rows(keys, vec![35..50, 2..5, 7..7, 60..70]);
+                assert_eq!(p.left(), 8);
+                assert_eq!(p.next_row(), Some(35));
+                p.advance(6);
+                assert_eq!((p.next_row(), p.left()), (Some(3), 2));
+                p.advance(9);
+                assert_eq!((p.next_row(), p.left()), (None, 0));
             }
             keys.prefetch(5, 30);
             keys.prefetch(38, 10);

@@ -198,10 +198,9 @@ fn score_validated<'a>(
         // mostly for the first time since they were written: the memory fetches them
         // while the importance's exponentials run (a few rows per tick, all of them by
         // the end).
-        let (first, rows) = state.rows_read(obs.len);
-        let mut keys = Prefetcher::new(obs.keys, first, rows);
+        let mut keys = Prefetcher::rows(obs.keys, state.rows_read(obs.len));
         let ticks = (obs.window * n).div_ceil(importance::TICK).max(1);
-        let per_tick = rows.div_ceil(ticks) + 1;
+        let per_tick = keys.left().div_ceil(ticks) + 1;
         importance::importance_with(
             obs.window_logits,
             obs.group,

@@ -49,6 +49,11 @@ use super::kept::carry;
 use super::keys::{each_rows, KeyElem, KeyRows, Rows};
 use super::redundancy::{redundancy_from_column_sums, sum_parts, zeroed_column};
 use super::PolicyError;
+use std::ops::Range;
+
+/// Rows below a pending re-search's evicted match that a compression asks the memory for
+/// ahead of the scan ([`HeadState::rows_read`]).
+pub(super) const SCAN_AHEAD: usize = 32;
 
 /// Marks "no similar slot" (or "evicted, re-search pending") in [`HeadState`].
 pub(super) const NO_MATCH: u32 = u32::MAX;
@@ -103,17 +108,29 @@ impl HeadState {
         self.inv_norm.reserve(additional);
     }
 
-    /// The rows a compression of a cache of `len` slots may read, as the first row and a
-    /// count (wrapping past the end to row 0), for the importance to ask the memory for:
-    /// every row, the undescribed ones first, unless the state describes them all, holds
-    /// every row's product with the key sum and has no row to re-search (a re-search
-    /// scans down from the evicted slot, one cold row after another; on the
-    /// teacher-forced reasoning trace, 20-40 rows per head late in the trace); then none.
-    pub(super) fn rows_read(&self, len: usize) -> (usize, usize) {
-        match self.described() == len {
-            true if self.sums_ready(len) && self.lost.is_empty() => (0, 0),
-            _ => (self.described(), len),
+    /// The rows a compression of a cache of `len` slots reads, for the importance to ask
+    /// the memory for, in order: every row, the undescribed ones first, unless the state
+    /// describes them all and holds every row's product with the key sum; then only the
+    /// rows of the re-searches still pending (no new slot matched the row): the row and
+    /// the [`SCAN_AHEAD`] rows below its evicted match, where its scan down starts (on
+    /// the teacher-forced reasoning trace, 20-40 such rows per head late in the trace).
+    /// A scan that goes on past those reads with the hardware's prefetching alone: asking
+    /// for each block's successors as it went cost more than it saved in the paired
+    /// bench, where the keys are cached.
+    pub(super) fn rows_read(&self, len: usize) -> Vec<Range<usize>> {
+        let described = self.described();
+        if described != len || !self.sums_ready(len) {
+            return vec![described..len, 0..described.min(len)];
         }
+        let mut rows = Vec::new();
+        for &(row, below) in &self.lost {
+            let (i, below) = (row as usize, below as usize);
+            if self.latest.get(i) == Some(&NO_MATCH) {
+                rows.push(i..i + 1);
+                rows.push(below.saturating_sub(SCAN_AHEAD)..below);
+            }
+        }
+        rows
     }
 
     /// Whether `sum_dots` hold every row's product with the key sum as it is
