@@ -40,7 +40,7 @@ pub fn top_k(score: &[f64], k: usize) -> Vec<usize> {
     // smallest key is the threshold: every index below it is kept, and of those equal to
     // it the lowest ones, as many as are missing.
     let keys: Vec<u64> = score.iter().map(|&v| rank_key(v)).collect();
-    let threshold = kth_smallest(keys.clone(), k);
+    let threshold = kth_smallest(&keys, k);
     let below = keys.iter().filter(|&&x| x < threshold).count();
     let mut equal_left = k - below;
     let mut kept = Vec::with_capacity(k);
@@ -54,11 +54,103 @@ pub fn top_k(score: &[f64], k: usize) -> Vec<usize> {
     kept
 }
 
+/// Keys [`narrowed`] samples (evenly spaced) to place its digit.
+const SAMPLE: usize = 32;
+/// Sample places either side of the `k`-th's expected place whose keys bound the range
+/// [`narrowed`] counts in: its sample rank varies by under 2 places (at most
+/// `sqrt(SAMPLE / 4)`), so the range misses it rarely, and a miss costs one pass.
+const SPREAD: usize = 4;
+
+/// The `k`-th smallest (1-based, `1 <= k <= keys.len()`) of `keys`, by radix selection.
+/// When the keys span both signs of the scores, the first round's digit is placed by a
+/// sample near the `k`-th ([`narrowed`]): over the whole range, scores near zero of
+/// either sign lie at its two ends, and (R-KV's combined scores, most of them small
+/// and negative) the first rounds barely narrow.
+fn kth_smallest(keys: &[u64], k: usize) -> u64 {
+    // Whether the top bits differ, in a pass that vectorises.
+    let (any, all) = keys
+        .iter()
+        .fold((0u64, u64::MAX), |(any, all), &x| (any | x, all & x));
+    if (any ^ all) >> 63 == 1 {
+        if let Some((bucket, k)) = narrowed(keys, k) {
+            return kth_smallest_radix(bucket, k);
+        }
+    }
+    kth_smallest_radix(keys.to_vec(), k)
+}
+
+/// One round of radix selection whose digit is the 8 bits below the prefix that two
+/// sampled keys [`SPREAD`] places either side of the `k`-th's expected place share (not
+/// below the prefix all keys share, which two distant clusters of scores, say of both
+/// signs, make so short that the round hardly narrows). The keys outside that prefix's
+/// range are counted below or above it. When the `k`-th falls inside, the keys of its
+/// digit's bucket and its rank among them: exactly the radix round's answer, whatever the
+/// sample. `None` when it falls outside, when the keys are too few to sample, or when the
+/// two sampled keys are equal.
+fn narrowed(keys: &[u64], k: usize) -> Option<(Vec<u64>, usize)> {
+    let n = keys.len();
+    if n < 8 * SAMPLE || k == 0 || k > n {
+        return None;
+    }
+    let mut sample: [u64; SAMPLE] = std::array::from_fn(|i| keys[(2 * i + 1) * n / (2 * SAMPLE)]);
+    sample.sort_unstable();
+    let at = (k - 1) * SAMPLE / n;
+    let (lo, hi) = (
+        sample[at.saturating_sub(SPREAD)],
+        sample[(at + SPREAD).min(SAMPLE - 1)],
+    );
+    if lo == hi {
+        return None;
+    }
+    // The range is the keys sharing the bits above `top` with `lo` and `hi`; the digit,
+    // its 8 bits from `top` down, orders the keys inside it.
+    let top = 63 - (lo ^ hi).leading_zeros();
+    let prefix = |x: u64| x.checked_shr(top + 1).unwrap_or(0);
+    let shift = top.saturating_sub(7);
+    let digit = |x: u64| ((x >> shift) & 0xFF) as usize;
+    let p = prefix(lo);
+    // One pass without branches on the data: every key adds to its digit's count, only
+    // those inside the range add one. Four tallies, key `i` in tally `i % 4`: keys outside
+    // the range often share a digit (equal scores), and one tally would make each such
+    // key wait on the last one's addition.
+    let mut tallies = [[0u32; 256]; 4];
+    let mut below = 0;
+    let mut quads = keys.chunks_exact(4);
+    for q in &mut quads {
+        for (tally, &x) in tallies.iter_mut().zip(q) {
+            tally[digit(x)] += u32::from(prefix(x) == p);
+            below += usize::from(prefix(x) < p);
+        }
+    }
+    for &x in quads.remainder() {
+        tallies[0][digit(x)] += u32::from(prefix(x) == p);
+        below += usize::from(prefix(x) < p);
+    }
+    let count: [usize; 256] = std::array::from_fn(|b| tallies.iter().map(|t| t[b] as usize).sum());
+    let inside: usize = count.iter().sum();
+    if k <= below || k > below + inside {
+        return None;
+    }
+    let mut k = k - below;
+    let mut bucket = 0;
+    while k > count[bucket] {
+        k -= count[bucket];
+        bucket += 1;
+    }
+    let keys = keys
+        .iter()
+        .copied()
+        .filter(|&x| prefix(x) == p && digit(x) == bucket)
+        .collect();
+    Some((keys, k))
+}
+
 /// The `k`-th smallest (1-based, `1 <= k <= keys.len()`) of `keys`, by most-significant
 /// digit radix selection: each round counts the keys by the 8 bits below the prefix they
 /// all share and keeps only the bucket holding the `k`-th (a few linear passes whatever
 /// the data, where a quickselect's partitions mispredict on every other element).
-fn kth_smallest(mut keys: Vec<u64>, mut k: usize) -> u64 {
+#[inline(always)]
+fn kth_smallest_radix(mut keys: Vec<u64>, mut k: usize) -> u64 {
     loop {
         if keys.len() <= 32 {
             keys.sort_unstable();
@@ -208,6 +300,40 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(top_k(&score, k), top_k_by_sorting(&score, k));
         }
+    }
+
+    /// Scores like R-KV's: most small and negative, a few positive, some tied; the
+    /// sampled first round finds the `k`-th, and where its sample is made to miss (the
+    /// sampled places hold the largest scores), the selection over all keys does.
+    #[test]
+    fn scores_of_both_signs_sampled_or_not() {
+        let n = 1144;
+        let mut x = 7u64;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let score: Vec<f64> = (0..n)
+            .map(|i| match i % 97 {
+                0 => 1e-3 * next(),
+                1 => -7.5e-4,
+                _ => -1e-3 * (0.5 + next()),
+            })
+            .collect();
+        let keys: Vec<u64> = score.iter().map(|&v| rank_key(v)).collect();
+        for k in [1, 9, 300, 1016, 1100, n] {
+            assert_eq!(top_k(&score, k), top_k_by_sorting(&score, k), "k {k}");
+        }
+        assert!(narrowed(&keys, 1016).is_some());
+        let mut rigged = score.clone();
+        for i in 0..SAMPLE {
+            rigged[(2 * i + 1) * n / (2 * SAMPLE)] = 1.0 + i as f64;
+        }
+        let rigged_keys: Vec<u64> = rigged.iter().map(|&v| rank_key(v)).collect();
+        assert!(narrowed(&rigged_keys, 1016).is_none());
+        assert_eq!(top_k(&rigged, 1016), top_k_by_sorting(&rigged, 1016));
     }
 
     #[test]
