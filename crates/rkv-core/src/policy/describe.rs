@@ -311,7 +311,7 @@ impl HeadState {
 mod tests {
     use super::super::keys::KeyRows;
     use super::super::redundancy::redundancy_oracle;
-    use super::super::redundancy_fast::redundancy_incremental;
+    use super::super::redundancy_fast::{redundancy_incremental, redundancy_incremental_lent};
     use super::*;
     use half::f16;
 
@@ -438,6 +438,79 @@ mod tests {
             );
         }
         assert_eq!(state, before);
+    }
+
+    /// A described state lending its rows' bookkeeping to the pass (what `select_keep`
+    /// does) gives the redundancy and, once committed, the state that a pass on a copy
+    /// gives, over consecutive compressions (the later ones with rows to re-search and
+    /// rows without a match); a lent pass not committed gives it all back.
+    #[test]
+    fn lent_bookkeeping_matches_a_copy_and_comes_back() {
+        // Unrelated rows (few pairs above 0.5), every fourth a near copy of one three back.
+        let dim = 8;
+        let mut x = 11u64;
+        let mut uniform = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let mut all: Vec<f32> = Vec::new();
+        for t in 0..70 {
+            let row: Vec<f32> = if t % 4 == 3 {
+                all[(t - 3) * dim..(t - 2) * dim]
+                    .iter()
+                    .map(|v| v + 0.05 * uniform())
+                    .collect()
+            } else {
+                (0..dim).map(|_| uniform()).collect()
+            };
+            all.extend(row);
+        }
+        let mut resident: Vec<f32> = all[..30 * dim].to_vec();
+        let mut state = HeadState::new();
+        describe(&mut state, &resident, dim, 0, 30);
+        let mut next = 30;
+        let (mut lost, mut matchless) = (0, 0);
+        for round in 0..4 {
+            let len = resident.len() / dim;
+            let keys = KeyRows::flat_f32(&resident, dim);
+            let copied = redundancy_incremental(keys, 0.5, 2, &state).unwrap();
+            let mut lent_state = state.clone();
+            let lent = redundancy_incremental_lent(keys, 0.5, 2, &mut lent_state).unwrap();
+            assert_eq!(lent_state.described(), 0, "round {round}: lent");
+            let bits = |r: &[f64]| r.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&lent.redundancy), bits(&copied.redundancy));
+            assert_eq!(lent.latest(), copied.latest());
+            lost += state.lost.len();
+            matchless += copied.latest().iter().filter(|r| r.is_none()).count();
+            // Given back uncommitted: the state it lent from, its pending re-searches
+            // resolved.
+            let mut back = lent_state.clone();
+            lent.clone().give_back(&mut back);
+            assert_eq!(
+                back.latest_resolved(&resident, dim, 0.5),
+                state.latest_resolved(&resident, dim, 0.5)
+            );
+            assert_eq!(back.inv_norm, state.inv_norm);
+            // A third of the older rows evicted; both commits leave the same state.
+            let evicted: Vec<usize> = (0..len - 12).filter(|i| i % 3 == round % 3).collect();
+            let kept: Vec<usize> = (0..len).filter(|i| !evicted.contains(i)).collect();
+            copied.commit(&kept, &mut state).unwrap();
+            lent.commit(&kept, &mut lent_state).unwrap();
+            assert_eq!(lent_state, state, "round {round}");
+            resident = kept
+                .iter()
+                .flat_map(|&i| resident[i * dim..(i + 1) * dim].to_vec())
+                .collect();
+            resident.extend_from_slice(&all[next * dim..(next + 10) * dim]);
+            next += 10;
+            describe(&mut state, &resident, dim, kept.len(), kept.len() + 10);
+        }
+        assert!(
+            lost > 0 && matchless > 0,
+            "lost {lost}, matchless {matchless}"
+        );
     }
 
     /// Products with the key sum given before a compression give the bits the

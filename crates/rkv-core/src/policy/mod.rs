@@ -182,14 +182,30 @@ pub fn score_head<'a>(
     path: RedundancyPath,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     validate_observation(cfg, obs)?;
-    score_validated(cfg, obs, state, path)
+    score_validated(cfg, obs, StateRef::Shared(state), path)
+}
+
+/// The head state a scoring reads: shared, or lent by a caller that commits the pass to
+/// it right after ([`select_keep_with`]; see [`redundancy_fast::redundancy_incremental_lent`]).
+enum StateRef<'s> {
+    Shared(&'s HeadState),
+    Lent(&'s mut HeadState),
+}
+
+impl StateRef<'_> {
+    fn get(&self) -> &HeadState {
+        match self {
+            StateRef::Shared(s) => s,
+            StateRef::Lent(s) => s,
+        }
+    }
 }
 
 /// [`score_head`] of an observation [`validate_observation`] has accepted.
 fn score_validated<'a>(
     cfg: &CompressionConfig,
     obs: &HeadObservation<'a>,
-    state: &HeadState,
+    mut state: StateRef<'_>,
     path: RedundancyPath,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     let n = obs.len.saturating_sub(obs.window);
@@ -198,7 +214,7 @@ fn score_validated<'a>(
         // mostly for the first time since they were written: the memory fetches them
         // while the importance's exponentials run (a few rows per tick, all of them by
         // the end).
-        let mut keys = Prefetcher::rows(obs.keys, state.rows_read(obs.len));
+        let mut keys = Prefetcher::rows(obs.keys, state.get().rows_read(obs.len));
         let ticks = (obs.window * n).div_ceil(importance::TICK).max(1);
         let per_tick = keys.left().div_ceil(ticks) + 1;
         importance::importance_with(
@@ -216,7 +232,13 @@ fn score_validated<'a>(
     let (redundancy, pass) = if cfg.policy == PolicyKind::RKv {
         match path {
             RedundancyPath::Fast => {
-                let mut pass = redundancy_incremental(obs.keys, cfg.threshold, obs.window, state)?;
+                let (keys, threshold, window) = (obs.keys, cfg.threshold, obs.window);
+                let mut pass = match &mut state {
+                    StateRef::Shared(s) => redundancy_incremental(keys, threshold, window, s)?,
+                    StateRef::Lent(s) => {
+                        redundancy_fast::redundancy_incremental_lent(keys, threshold, window, s)?
+                    }
+                };
                 (std::mem::take(&mut pass.redundancy), Some(pass))
             }
             RedundancyPath::Oracle => {
@@ -275,10 +297,15 @@ pub fn select_keep_with(
         PolicyKind::StreamingLlm => Ok(streaming::streaming_keep(obs.len, cfg.budget, cfg.sinks)),
         PolicyKind::H2o => Ok(h2o::h2o_keep(obs.h2o_scores, cfg.budget)),
         PolicyKind::RKv | PolicyKind::SnapKv => {
-            let (scores, pass) = score_validated(cfg, obs, state, path)?;
+            let (scores, pass) = score_validated(cfg, obs, StateRef::Lent(state), path)?;
             let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
             if let Some(pass) = pass {
-                pass.commit(&kept, state)?;
+                // The kept slots are the selection's own (ascending, below `L`): the
+                // commit does not fail; if it did, the state gets back what it lent.
+                if let Err(e) = pass.commit(&kept, state) {
+                    pass.give_back(state);
+                    return Err(e);
+                }
             }
             Ok(kept)
         }

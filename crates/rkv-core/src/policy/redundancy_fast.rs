@@ -206,6 +206,9 @@ pub struct FastRedundancy<'a> {
     key_sum: Vec<f64>,
     /// `[L, d]` the keys.
     keys: KeyRows<'a>,
+    /// `latest`, `zeroed_entry` and `inv_norm` were lent by the state
+    /// ([`redundancy_incremental_lent`]).
+    lent: bool,
 }
 
 /// Compute redundancy for the `L = keys.len()` slots, reusing `state` for the first
@@ -218,6 +221,53 @@ pub fn redundancy_incremental<'a>(
     state: &HeadState,
 ) -> Result<FastRedundancy<'a>, PolicyError> {
     each_rows!(keys, rows => incremental(rows, keys, threshold, window, state))
+}
+
+/// [`redundancy_incremental`] for a caller that commits the pass to `state` right after
+/// ([`super::select_keep`]): a state that describes every slot lends the pass its rows'
+/// bookkeeping (latest similar slots, their entries, inverse norms) instead of a copy,
+/// since the commit replaces it. Until then `state` holds none of it; a caller whose
+/// commit fails puts it back with [`FastRedundancy::give_back`].
+pub(super) fn redundancy_incremental_lent<'a>(
+    keys: KeyRows<'a>,
+    threshold: f32,
+    window: usize,
+    state: &mut HeadState,
+) -> Result<FastRedundancy<'a>, PolicyError> {
+    let len = keys.len();
+    // [`incremental`]'s conditions for a described state, without its errors (which the
+    // copying path below returns).
+    if len > 0 && len <= MAX_LEN && state.described() == len && state.key_sum.len() == keys.dim() {
+        let book = Book {
+            latest: std::mem::take(&mut state.latest),
+            entry: std::mem::take(&mut state.latest_entry),
+            inv: std::mem::take(&mut state.inv_norm),
+            lent: true,
+        };
+        return Ok(each_rows!(keys, rows => described(rows, keys, threshold, window, state, book)));
+    }
+    redundancy_incremental(keys, threshold, window, state)
+}
+
+/// A described state's rows' bookkeeping, as [`described`] starts from it: `[L]` each.
+struct Book {
+    latest: Vec<u32>,
+    entry: Vec<f32>,
+    inv: Vec<f32>,
+    /// Lent by the state (else a copy).
+    lent: bool,
+}
+
+impl Book {
+    /// A copy of `state`'s.
+    fn of(state: &HeadState) -> Self {
+        Self {
+            latest: state.latest.clone(),
+            entry: state.latest_entry.clone(),
+            inv: state.inv_norm.clone(),
+            lent: false,
+        }
+    }
 }
 
 /// [`redundancy_incremental`] for one element type: `rows` are `keys`' rows.
@@ -246,7 +296,14 @@ fn incremental<'a, E: KeyElem>(
         });
     }
     if old == len && old > 0 {
-        return Ok(described(rows, keys, threshold, window, state));
+        return Ok(described(
+            rows,
+            keys,
+            threshold,
+            window,
+            state,
+            Book::of(state),
+        ));
     }
     let mut key_sum = if old == 0 {
         vec![0.0; dim]
@@ -312,6 +369,7 @@ fn incremental<'a, E: KeyElem>(
         inv_norm: inv,
         key_sum,
         keys,
+        lent: false,
     })
 }
 
@@ -319,22 +377,27 @@ fn incremental<'a, E: KeyElem>(
 /// engine's path): every `r(i)` but the pending re-searches is resolved, so the rows are
 /// read once for their products with the key sum only, and not at all when the state
 /// holds them ([`HeadState::set_sum_dots`]); otherwise only the rows of the re-searches
-/// and the rows without a match (for `S[i][0]`) are read.
+/// and the rows without a match (for `S[i][0]`) are read. `book`: the state's rows'
+/// bookkeeping (a copy, or lent; not read from `state`).
 fn described<'a, E: KeyElem>(
     rows: Rows<'a, E>,
     keys: KeyRows<'a>,
     threshold: f32,
     window: usize,
     state: &HeadState,
+    book: Book,
 ) -> FastRedundancy<'a> {
     let len = rows.len();
-    let inv = state.inv_norm.clone();
+    let Book {
+        mut latest,
+        entry: mut zeroed_entry,
+        inv,
+        lent,
+    } = book;
     let s = CosineRows {
         keys: rows,
         inv_norm: &inv,
     };
-    let mut latest = state.latest.clone();
-    let mut zeroed_entry = state.latest_entry.clone();
     research_lost(&s, threshold, &state.lost, &mut latest, &mut zeroed_entry);
     zero_matchless(&s, &latest, &mut zeroed_entry);
     let column_sums = if state.sums_ready(len) {
@@ -352,6 +415,7 @@ fn described<'a, E: KeyElem>(
         inv_norm: inv,
         key_sum: state.key_sum.clone(),
         keys,
+        lent,
     }
 }
 
@@ -537,6 +601,17 @@ fn check_kept(kept: &[usize], len: usize) -> Result<(), PolicyError> {
 }
 
 impl FastRedundancy<'_> {
+    /// Puts back what [`redundancy_incremental_lent`] lent, into the state it came from
+    /// (with the pass's re-searches resolved and the entries of rows without a match
+    /// taken, which leave the state's meaning unchanged); for a pass that copied, nothing.
+    pub(super) fn give_back(self, state: &mut HeadState) {
+        if self.lent {
+            state.latest = self.latest;
+            state.latest_entry = self.zeroed_entry;
+            state.inv_norm = self.inv_norm;
+        }
+    }
+
     /// `r(i)` of every row over all `L` slots (`None`: no similar slot).
     pub fn latest(&self) -> Vec<Option<usize>> {
         self.latest.iter().map(|&r| from_u32(r)).collect()
