@@ -182,7 +182,7 @@ pub fn score_head<'a>(
     path: RedundancyPath,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     validate_observation(cfg, obs)?;
-    score_validated(cfg, obs, StateRef::Shared(state), path)
+    score_validated(cfg, obs, StateRef::Shared(state), path, Terms::Kept)
 }
 
 /// The head state a scoring reads: shared, or lent by a caller that commits the pass to
@@ -201,12 +201,22 @@ impl StateRef<'_> {
     }
 }
 
-/// [`score_head`] of an observation [`validate_observation`] has accepted.
+/// Whether [`score_validated`]'s scores keep the redundancy term beside the combined
+/// score ([`score_head`]) or only the score ([`select_keep_with`], which needs no more).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Terms {
+    Kept,
+    Dropped,
+}
+
+/// [`score_head`] of an observation [`validate_observation`] has accepted (with
+/// [`Terms::Dropped`], `redundancy` comes back empty).
 fn score_validated<'a>(
     cfg: &CompressionConfig,
     obs: &HeadObservation<'a>,
     mut state: StateRef<'_>,
     path: RedundancyPath,
+    terms: Terms,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     let n = obs.len.saturating_sub(obs.window);
     let importance = if cfg.policy == PolicyKind::RKv && path == RedundancyPath::Fast {
@@ -229,7 +239,7 @@ fn score_validated<'a>(
         importance::importance(obs.window_logits, obs.group, obs.window, n, cfg.kernel)
     };
     let lambda = f64::from(cfg.effective_lambda());
-    let (redundancy, pass) = if cfg.policy == PolicyKind::RKv {
+    let (mut redundancy, pass) = if cfg.policy == PolicyKind::RKv {
         match path {
             RedundancyPath::Fast => {
                 let (keys, threshold, window) = (obs.keys, cfg.threshold, obs.window);
@@ -253,7 +263,11 @@ fn score_validated<'a>(
     let score = if redundancy.is_empty() {
         importance.iter().map(|&i| f64::from(i)).collect()
     } else {
-        let mut score = redundancy.clone();
+        // In the redundancy's place when the caller does not keep the terms.
+        let mut score = match terms {
+            Terms::Kept => redundancy.clone(),
+            Terms::Dropped => std::mem::take(&mut redundancy),
+        };
         for (s, &i) in score.iter_mut().zip(&importance) {
             *s = lambda * f64::from(i) - (1.0 - lambda) * *s;
         }
@@ -297,7 +311,8 @@ pub fn select_keep_with(
         PolicyKind::StreamingLlm => Ok(streaming::streaming_keep(obs.len, cfg.budget, cfg.sinks)),
         PolicyKind::H2o => Ok(h2o::h2o_keep(obs.h2o_scores, cfg.budget)),
         PolicyKind::RKv | PolicyKind::SnapKv => {
-            let (scores, pass) = score_validated(cfg, obs, StateRef::Lent(state), path)?;
+            let (scores, pass) =
+                score_validated(cfg, obs, StateRef::Lent(state), path, Terms::Dropped)?;
             let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
             if let Some(pass) = pass {
                 // The kept slots are the selection's own (ascending, below `L`): the
