@@ -212,20 +212,5 @@ fn main() {
     if !only.is_empty() && !only.iter().any(|o| o.starts_with("real_")) {
         return;
     }
-    match real::Stream::load() {
-        Ok(stream) => {
-            for h in 0..stream.kv_heads {
-                let id = format!("real_L{}_h{h}", real::LAYER);
-                if !wanted(&id) {
-                    continue;
-                }
-                let keys = format!("SmolLM2-135M-Instruct layer {} KV head {h}", real::LAYER);
-                match stream.setup(h) {
-                    Ok(s) => report(&id, &keys, &s, json),
-                    Err(e) => eprintln!("{id}: skipped: {e}"),
-                }
-            }
-        }
-        Err(e) => eprintln!("real keys skipped ({}): {e}", real::FILE),
-    }
+    real::each_head(wanted, |id, keys, s| report(id, keys, s, json));
 }

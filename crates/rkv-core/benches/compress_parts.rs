@@ -139,18 +139,5 @@ fn main() {
     if !only.is_empty() && !only.iter().any(|o| o.starts_with("real_")) {
         return;
     }
-    match real::Stream::load() {
-        Ok(stream) => {
-            for h in 0..stream.kv_heads {
-                let id = format!("real_L{}_h{h}", real::LAYER);
-                if wanted(&id) {
-                    match stream.setup(h) {
-                        Ok(s) => report(&id, &s),
-                        Err(e) => eprintln!("{id}: skipped: {e}"),
-                    }
-                }
-            }
-        }
-        Err(e) => eprintln!("real keys skipped ({}): {e}", real::FILE),
-    }
+    real::each_head(wanted, |id, _, s| report(id, s));
 }

@@ -103,3 +103,24 @@ impl Stream {
         Ok(Setup::new(cfg, d, self.group, cache, logits, state))
     }
 }
+
+/// Runs `report(id, keys, setup)` for each KV head of the stream whose id
+/// (`real_L8_h0`, ...) `wanted` accepts, `keys` naming where its keys come from; a head
+/// or stream that cannot be set up is skipped with the reason.
+pub fn each_head(wanted: impl Fn(&str) -> bool, mut report: impl FnMut(&str, &str, &Setup)) {
+    let stream = match Stream::load() {
+        Ok(stream) => stream,
+        Err(e) => return eprintln!("real keys skipped ({FILE}): {e}"),
+    };
+    for h in 0..stream.kv_heads {
+        let id = format!("real_L{LAYER}_h{h}");
+        if !wanted(&id) {
+            continue;
+        }
+        let keys = format!("SmolLM2-135M-Instruct layer {LAYER} KV head {h}");
+        match stream.setup(h) {
+            Ok(s) => report(&id, &keys, &s),
+            Err(e) => eprintln!("{id}: skipped: {e}"),
+        }
+    }
+}

@@ -182,11 +182,13 @@ pub fn score_head<'a>(
     path: RedundancyPath,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     validate_observation(cfg, obs)?;
-    score_validated(cfg, obs, StateRef::Shared(state), path, Terms::Kept)
+    score_validated(cfg, obs, StateRef::Shared(state), path)
 }
 
-/// The head state a scoring reads: shared, or lent by a caller that commits the pass to
-/// it right after ([`select_keep_with`]; see [`redundancy_fast::redundancy_incremental_lent`]).
+/// The head state a scoring reads, which also says what the caller needs: shared by
+/// [`score_head`], which returns both terms beside the combined score; lent by
+/// [`select_keep_with`], which needs only the score and commits the pass to the state
+/// right after (see [`redundancy_fast::redundancy_incremental_lent`]).
 enum StateRef<'s> {
     Shared(&'s HeadState),
     Lent(&'s mut HeadState),
@@ -201,22 +203,13 @@ impl StateRef<'_> {
     }
 }
 
-/// Whether [`score_validated`]'s scores keep the redundancy term beside the combined
-/// score ([`score_head`]) or only the score ([`select_keep_with`], which needs no more).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Terms {
-    Kept,
-    Dropped,
-}
-
-/// [`score_head`] of an observation [`validate_observation`] has accepted (with
-/// [`Terms::Dropped`], `redundancy` comes back empty).
+/// [`score_head`] of an observation [`validate_observation`] has accepted (with a lent
+/// state, `redundancy` comes back empty).
 fn score_validated<'a>(
     cfg: &CompressionConfig,
     obs: &HeadObservation<'a>,
     mut state: StateRef<'_>,
     path: RedundancyPath,
-    terms: Terms,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     let n = obs.len.saturating_sub(obs.window);
     let importance = if cfg.policy == PolicyKind::RKv && path == RedundancyPath::Fast {
@@ -264,9 +257,9 @@ fn score_validated<'a>(
         importance.iter().map(|&i| f64::from(i)).collect()
     } else {
         // In the redundancy's place when the caller does not keep the terms.
-        let mut score = match terms {
-            Terms::Kept => redundancy.clone(),
-            Terms::Dropped => std::mem::take(&mut redundancy),
+        let mut score = match state {
+            StateRef::Shared(_) => redundancy.clone(),
+            StateRef::Lent(_) => std::mem::take(&mut redundancy),
         };
         for (s, &i) in score.iter_mut().zip(&importance) {
             *s = lambda * f64::from(i) - (1.0 - lambda) * *s;
@@ -311,8 +304,7 @@ pub fn select_keep_with(
         PolicyKind::StreamingLlm => Ok(streaming::streaming_keep(obs.len, cfg.budget, cfg.sinks)),
         PolicyKind::H2o => Ok(h2o::h2o_keep(obs.h2o_scores, cfg.budget)),
         PolicyKind::RKv | PolicyKind::SnapKv => {
-            let (scores, pass) =
-                score_validated(cfg, obs, StateRef::Lent(state), path, Terms::Dropped)?;
+            let (scores, pass) = score_validated(cfg, obs, StateRef::Lent(state), path)?;
             let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
             if let Some(pass) = pass {
                 // The kept slots are the selection's own (ascending, below `L`): the

@@ -248,10 +248,7 @@ pub(super) fn redundancy_incremental_lent<'a>(
     window: usize,
     state: &mut HeadState,
 ) -> Result<FastRedundancy<'a>, PolicyError> {
-    let len = keys.len();
-    // [`incremental`]'s conditions for a described state, without its errors (which the
-    // copying path below returns).
-    if len > 0 && len <= MAX_LEN && state.described() == len && state.key_sum.len() == keys.dim() {
+    if describes_all(state, keys.len(), keys.dim())? {
         let book = Book {
             latest: std::mem::take(&mut state.latest),
             entry: std::mem::take(&mut state.latest_entry),
@@ -284,15 +281,9 @@ impl Book {
     }
 }
 
-/// [`redundancy_incremental`] for one element type: `rows` are `keys`' rows.
-fn incremental<'a, E: KeyElem>(
-    rows: Rows<'a, E>,
-    keys: KeyRows<'a>,
-    threshold: f32,
-    window: usize,
-    state: &HeadState,
-) -> Result<FastRedundancy<'a>, PolicyError> {
-    let (len, dim) = (rows.len(), rows.dim());
+/// Whether `state` describes every row of a cache of `len` rows of `dim` (the described
+/// path); an error when it cannot describe that cache at all.
+fn describes_all(state: &HeadState, len: usize, dim: usize) -> Result<bool, PolicyError> {
     if len > MAX_LEN {
         return Err(PolicyError::TooLong { len });
     }
@@ -309,7 +300,19 @@ fn incremental<'a, E: KeyElem>(
             head_dim: dim,
         });
     }
-    if old == len && old > 0 {
+    Ok(old == len && old > 0)
+}
+
+/// [`redundancy_incremental`] for one element type: `rows` are `keys`' rows.
+fn incremental<'a, E: KeyElem>(
+    rows: Rows<'a, E>,
+    keys: KeyRows<'a>,
+    threshold: f32,
+    window: usize,
+    state: &HeadState,
+) -> Result<FastRedundancy<'a>, PolicyError> {
+    let (len, dim) = (rows.len(), rows.dim());
+    if describes_all(state, len, dim)? {
         return Ok(described(
             rows,
             keys,
@@ -319,6 +322,7 @@ fn incremental<'a, E: KeyElem>(
             Book::of(state),
         ));
     }
+    let old = state.described();
     let mut key_sum = if old == 0 {
         vec![0.0; dim]
     } else {
