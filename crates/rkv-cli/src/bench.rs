@@ -285,9 +285,10 @@ fn interleaved(
             if done[k].is_some() {
                 continue;
             }
-            if let Err(e) = engines[k].step() {
+            engines[k].step();
+            if let Some((_, e)) = engines[k].take_failures().into_iter().next() {
                 for (eng, id) in engines.iter_mut().zip(ids) {
-                    eng.abort(id)?;
+                    eng.abort(id);
                 }
                 return Err(e.into());
             }

@@ -4,7 +4,10 @@
 //! block engine): a block holds `block_size` slots for every layer and KV head of one
 //! sequence. Slot `s` of a sequence lives in block `table[s / block_size]` at offset
 //! `s % block_size`. Compaction keeps every (layer, head) at the same count, so a sequence
-//! shrinks by returning whole tail blocks.
+//! shrinks by returning whole tail blocks. Blocks are reference-counted: samples of one
+//! prompt share the prompt's blocks ([`BlockTable::fork`]) until one of them writes into
+//! a shared block, which it first replaces by a copy of its own (copy on write, done by
+//! the owner of the memory through [`BlockTable::replace`]).
 //! Must not know: tensors, dtypes, layers, positions, policies.
 
 use thiserror::Error;
@@ -33,8 +36,8 @@ pub enum PoolError {
 pub struct BlockPool {
     block_size: usize,
     n_blocks: usize,
-    free: Vec<BlockId>,   // LIFO stack of free ids: reuse warm blocks first
-    allocated: Vec<bool>, // [n_blocks]
+    free: Vec<BlockId>, // LIFO stack of free ids: reuse warm blocks first
+    refs: Vec<u32>,     // [n_blocks] tables holding each block; 0 = free
     peak_used: usize,
 }
 
@@ -46,7 +49,7 @@ impl BlockPool {
             block_size,
             n_blocks,
             free: (0..n_blocks as BlockId).rev().collect(),
-            allocated: vec![false; n_blocks],
+            refs: vec![0; n_blocks],
             peak_used: 0,
         }
     }
@@ -88,23 +91,54 @@ impl BlockPool {
         }
         let ids: Vec<BlockId> = (0..n).filter_map(|_| self.free.pop()).collect();
         for &id in &ids {
-            self.allocated[id as usize] = true;
+            self.refs[id as usize] = 1;
         }
         self.peak_used = self.peak_used.max(self.n_used());
         Ok(ids)
     }
 
-    /// Returns blocks to the pool. Fails, changing nothing, if any id is not allocated.
+    /// Drops one reference to each of `ids`; a block nobody holds any more goes back to
+    /// the pool. Fails, changing nothing, if any id is not allocated (an id listed twice
+    /// must be held twice).
     pub fn release(&mut self, ids: &[BlockId]) -> Result<(), PoolError> {
-        if let Some(&bad) = ids
-            .iter()
-            .find(|&&id| !self.allocated.get(id as usize).copied().unwrap_or(false))
-        {
-            return Err(PoolError::NotAllocated(bad));
-        }
+        self.check_held(ids)?;
         for &id in ids.iter().rev() {
-            self.allocated[id as usize] = false;
-            self.free.push(id);
+            let r = &mut self.refs[id as usize];
+            *r -= 1;
+            if *r == 0 {
+                self.free.push(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one reference to each of `ids` (another table now holds them too). Fails,
+    /// changing nothing, if any id is not allocated.
+    pub fn share(&mut self, ids: &[BlockId]) -> Result<(), PoolError> {
+        self.check_held(ids)?;
+        for &id in ids {
+            self.refs[id as usize] += 1;
+        }
+        Ok(())
+    }
+
+    /// How many tables hold block `id` (0: free or unknown).
+    pub fn ref_count(&self, id: BlockId) -> u32 {
+        self.refs.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// Whether more than one table holds block `id`.
+    pub fn is_shared(&self, id: BlockId) -> bool {
+        self.ref_count(id) > 1
+    }
+
+    /// Whether every id is allocated often enough to drop one reference per listing.
+    fn check_held(&self, ids: &[BlockId]) -> Result<(), PoolError> {
+        for (i, &id) in ids.iter().enumerate() {
+            let times = ids[..=i].iter().filter(|&&x| x == id).count() as u32;
+            if self.ref_count(id) < times {
+                return Err(PoolError::NotAllocated(id));
+            }
         }
         Ok(())
     }
@@ -179,6 +213,31 @@ impl BlockTable {
     pub fn clear(&mut self, pool: &mut BlockPool) -> Result<(), PoolError> {
         self.shrink(pool, 0)
     }
+
+    /// A second table holding the same blocks (each block's count goes up by one).
+    pub fn fork(&self, pool: &mut BlockPool) -> Result<BlockTable, PoolError> {
+        pool.share(&self.blocks)?;
+        Ok(self.clone())
+    }
+
+    /// Blocks of this table that other tables hold too.
+    pub fn shared_blocks(&self, pool: &BlockPool) -> usize {
+        self.blocks.iter().filter(|&&b| pool.is_shared(b)).count()
+    }
+
+    /// Puts `new` (freshly allocated for this table, typically a copy) in place of the
+    /// `index`-th block and drops this table's reference to the old one, which it returns.
+    pub fn replace(
+        &mut self,
+        pool: &mut BlockPool,
+        index: usize,
+        new: BlockId,
+    ) -> Result<BlockId, PoolError> {
+        let old = self.blocks[index];
+        pool.release(&[old])?;
+        self.blocks[index] = new;
+        Ok(old)
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +292,36 @@ mod tests {
         t.clear(&mut pool).unwrap();
         assert_eq!(pool.n_free(), 8);
         assert_eq!(pool.peak_used(), 3);
+    }
+
+    #[test]
+    fn shared_blocks_are_freed_by_their_last_holder() {
+        let mut pool = BlockPool::new(4, 4);
+        let mut a = BlockTable::new();
+        a.grow(&mut pool, 6).unwrap();
+        let mut b = a.fork(&mut pool).unwrap();
+        assert_eq!(b.blocks(), &[0, 1]);
+        assert_eq!((pool.ref_count(0), pool.ref_count(1)), (2, 2));
+        assert_eq!(a.shared_blocks(&pool), 2);
+        // b copies its last block before writing into it.
+        let copy = pool.allocate(1).unwrap()[0];
+        assert_eq!(b.replace(&mut pool, 1, copy), Ok(1));
+        assert_eq!(b.blocks(), &[0, 2]);
+        assert_eq!((pool.ref_count(1), pool.ref_count(2)), (1, 1));
+        assert_eq!(a.shared_blocks(&pool), 1);
+        a.clear(&mut pool).unwrap();
+        // Block 0 is still b's; block 1 went back.
+        assert_eq!(pool.n_free(), 2);
+        assert_eq!(pool.ref_count(0), 1);
+        b.clear(&mut pool).unwrap();
+        assert_eq!(pool.n_free(), 4);
+        // A block listed twice must be held twice.
+        let x = pool.allocate(1).unwrap();
+        assert_eq!(
+            pool.release(&[x[0], x[0]]),
+            Err(PoolError::NotAllocated(x[0]))
+        );
+        assert_eq!(pool.ref_count(x[0]), 1);
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub struct CompressionOutcome {
     pub compact_seconds: f64,
 }
 
+#[derive(Clone)]
 pub struct SeqCompression {
     cfg: CompressionConfig,
     shape: AttentionShape,
@@ -39,7 +40,9 @@ pub struct SeqCompression {
 }
 
 impl SeqCompression {
-    pub fn new(cfg: CompressionConfig, shape: AttentionShape) -> Result<Self> {
+    /// Checks that the engine can run `cfg` (the config's own checks, and a buffer that
+    /// holds the observation window where the policy observes one).
+    pub fn validate(cfg: &CompressionConfig) -> Result<()> {
         cfg.validate_if_compressing()
             .map_err(|e| EngineError::Config(e.to_string()))?;
         if cfg.policy.needs_window_logits() && cfg.buffer < cfg.window {
@@ -48,6 +51,11 @@ impl SeqCompression {
                 cfg.buffer, cfg.window
             )));
         }
+        Ok(())
+    }
+
+    pub fn new(cfg: CompressionConfig, shape: AttentionShape) -> Result<Self> {
+        Self::validate(&cfg)?;
         let n = shape.n_layers * shape.n_kv_heads;
         Ok(Self {
             heads: (0..n).map(|_| HeadState::new()).collect(),
@@ -60,6 +68,18 @@ impl SeqCompression {
 
     pub fn config(&self) -> &CompressionConfig {
         &self.cfg
+    }
+
+    /// Forgets everything observed: the state of a sequence whose cache was freed (it
+    /// was preempted) and whose tokens will be fed again from the first.
+    pub fn reset(&mut self) {
+        for st in &mut self.heads {
+            st.reset();
+        }
+        self.window = None;
+        if let Some(h2o) = self.h2o.as_mut() {
+            h2o.iter_mut().for_each(Vec::clear);
+        }
     }
 
     /// Whether observation is needed for a step appending `n_new` tokens to `len_before`
@@ -129,6 +149,8 @@ impl SeqCompression {
         final_append: bool,
     ) -> Result<Segment> {
         let len_before = table.len();
+        // A block shared with another sample is copied before this step writes into it.
+        store.make_writable(table, len_before)?;
         let capture = self.capture_for_step(len_before, n, final_append)?;
         if let Err(e) = store.reserve(table, n) {
             // All or nothing: the window buffer goes back for the next try.
@@ -218,6 +240,8 @@ impl SeqCompression {
                 "no observed window for a compression at {len} slots"
             )));
         }
+        // Compaction writes into every block: none may still be shared with another sample.
+        store.make_writable(table, 0)?;
         let blocks = table.blocks().to_vec();
         let cfg = self.cfg;
         let needs_keys = cfg.policy == PolicyKind::RKv;

@@ -23,6 +23,8 @@ pub enum EngineError {
     },
     #[error("cannot allocate the observation window's logits ({window} x {candidates} per layer and KV head)")]
     WindowAlloc { window: usize, candidates: usize },
+    #[error("the sequence failed: {0}")]
+    Failed(String),
     #[error("unknown sequence {0}")]
     UnknownSequence(u64),
     #[error("invalid compression config: {0}")]

@@ -215,6 +215,52 @@ impl KvStore {
         Ok(())
     }
 
+    /// Makes every block of `table` from the one holding slot `from_slot` on this
+    /// table's own: a block other tables share is replaced by a copy (keys, values and
+    /// positions of every layer and head). Call before writing into slots `from_slot..`
+    /// (appending, compacting). All or nothing per block; on error the blocks copied so
+    /// far stay copied, which changes no slot's content.
+    pub fn make_writable(&mut self, table: &mut BlockTable, from_slot: usize) -> Result<()> {
+        let first = from_slot / self.layout.block_size;
+        for i in first..table.blocks().len() {
+            let old = table.blocks()[i];
+            if !self.pool.is_shared(old) {
+                continue;
+            }
+            let new = self.pool.allocate(1)?[0];
+            self.copy_block(old, new);
+            table.replace(&mut self.pool, i, new)?;
+        }
+        Ok(())
+    }
+
+    /// Blocks [`Self::make_writable`] would have to take from the pool.
+    pub fn copies_needed(&self, table: &BlockTable, from_slot: usize) -> usize {
+        let first = from_slot / self.layout.block_size;
+        table
+            .blocks()
+            .iter()
+            .skip(first)
+            .filter(|&&b| self.pool.is_shared(b))
+            .count()
+    }
+
+    /// Copies block `from` whole (every layer and head) into block `to`.
+    fn copy_block(&mut self, from: BlockId, to: BlockId) {
+        let n = self.layout.block_elems();
+        let (f, t) = (from as usize * n, to as usize * n);
+        self.keys.copy_within(f, t, n);
+        self.values.copy_within(f, t, n);
+        let np = self.layout.n_layers * self.layout.n_kv_heads * self.layout.block_size;
+        let (f, t) = (from as usize * np, to as usize * np);
+        self.positions.copy_within(f..f + np, t);
+    }
+
+    /// A second table holding `table`'s blocks (a sample sharing its prompt's cache).
+    pub fn fork(&mut self, table: &BlockTable) -> Result<BlockTable> {
+        Ok(table.fork(&mut self.pool)?)
+    }
+
     /// Stores key/value rows of slot `slot` for (layer, head) at absolute `position`.
     #[allow(clippy::too_many_arguments)]
     pub fn write_slot(

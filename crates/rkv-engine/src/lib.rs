@@ -9,20 +9,31 @@
 //! step hands its work to the pool and sleeps until it is done, which on 2 cores halves
 //! decode speed.
 
+mod admission;
 mod attention_chunk;
 pub mod compression;
 pub mod engine;
 pub mod error;
+pub mod handle;
+pub mod kv_manager;
 pub mod kv_store;
+pub mod limits;
 pub mod paged_attention;
 pub mod request;
 pub mod sampling;
+pub mod scheduler;
 pub mod sequence;
+mod step;
 pub mod teacher;
 
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, EngineCounters};
 pub use error::{EngineError, Result};
+pub use handle::{
+    EngineHandle, EngineMetrics, EventSink, HandleConfig, RequestEvent, RequestId, Submission,
+    SubmitError,
+};
 pub use kv_store::KvDtype;
+pub use limits::RequestLimits;
 pub use request::{
     fits_context, FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
 };

@@ -1,5 +1,8 @@
 //! One request's life in the engine: its tokens, its blocks, its sampler and stop rules.
 //!
+//! A sequence's tokens are its prompt followed by what it generated; token `i` sits at
+//! absolute position `i`. `fed` counts the tokens whose keys and values are in its cache
+//! (since it last started: a preempted sequence starts again from 0 and recomputes them).
 //! Owns per-sequence state; the engine owns the shared model and store.
 //! Must not know: HTTP, CLI.
 
@@ -8,36 +11,55 @@ use rkv_model::tokenizer::TokenStream;
 
 use crate::compression::SeqCompression;
 use crate::request::{FinishReason, GenerationRequest, SeqId, SeqStats};
-use crate::sampling::Sampler;
+use crate::sampling::{Sampler, SamplingParams};
 
 pub struct Sequence {
     pub id: SeqId,
     pub req: GenerationRequest,
     pub table: BlockTable,
-    /// Prompt tokens already fed through the model.
-    pub prefilled: usize,
+    /// Tokens (prompt, then generated) fed through the model since the sequence (re)started.
+    pub fed: usize,
     pub generated: Vec<u32>,
-    /// The last sampled token, not yet fed.
-    pub pending: Option<u32>,
     pub sampler: Sampler,
     pub stream: TokenStream,
     pub text: String,
     pub finished: Option<FinishReason>,
     pub compression: SeqCompression,
     pub stats: SeqStats,
+    /// Samples of the same request still to be forked from this one when it samples its
+    /// first token: their ids and sampling parameters.
+    pub forks: Vec<(SeqId, SamplingParams)>,
+    /// Whether the sequence was ever admitted (its prompt tokens counted).
+    pub started: bool,
 }
 
 impl Sequence {
-    /// Absolute position of the next token fed.
-    pub fn next_position(&self) -> usize {
-        self.prefilled
-            + self
-                .generated
-                .len()
-                .saturating_sub(usize::from(self.pending.is_some()))
+    /// Prompt plus generated tokens.
+    pub fn total_len(&self) -> usize {
+        self.req.prompt.len() + self.generated.len()
     }
 
+    /// Token `i` of the prompt followed by the generated tokens.
+    pub fn token(&self, i: usize) -> u32 {
+        match i.checked_sub(self.req.prompt.len()) {
+            None => self.req.prompt[i],
+            Some(g) => self.generated[g],
+        }
+    }
+
+    /// Whether the sequence is still feeding its prompt (the prompt is one append: the
+    /// compression schedule runs after its last chunk only).
     pub fn in_prefill(&self) -> bool {
-        self.prefilled < self.req.prompt.len()
+        self.fed < self.req.prompt.len()
+    }
+
+    /// Whether its next feed is the one token it just sampled.
+    pub fn decoding(&self) -> bool {
+        !self.generated.is_empty() && self.fed + 1 == self.total_len()
+    }
+
+    /// Samples this sequence stands for until it forks (itself and its forks).
+    pub fn width(&self) -> usize {
+        1 + self.forks.len()
     }
 }

@@ -263,6 +263,17 @@ impl TinyModel {
         kv_dtype: KvDtype,
         block_size: usize,
     ) -> Engine {
+        self.engine_pool(max_batch_tokens, kv_dtype, block_size, KV_BLOCKS)
+    }
+
+    /// [`Self::engine_with`] with a pool of `kv_blocks` blocks.
+    pub fn engine_pool(
+        &self,
+        max_batch_tokens: usize,
+        kv_dtype: KvDtype,
+        block_size: usize,
+        kv_blocks: usize,
+    ) -> Engine {
         let model = rkv_model::load(self.dir.path(), WeightMode::Native)
             .unwrap_or_else(|e| panic!("{}: load: {e}", self.spec.name));
         Engine::new(
@@ -270,8 +281,9 @@ impl TinyModel {
             EngineConfig {
                 kv_dtype,
                 block_size,
-                kv_blocks: KV_BLOCKS,
+                kv_blocks,
                 max_batch_tokens,
+                max_num_seqs: 64,
                 compression: CompressionConfig::full(),
             },
         )

@@ -1,0 +1,118 @@
+//! The engine's answers to the scheduler's questions about memory ([`KvMemory`]): what a
+//! sequence needs to be admitted, what it feeds, what its feed takes from the pool, and
+//! what preempting it means (blocks freed, reservation dropped, observations forgotten,
+//! tokens to recompute).
+//!
+//! Must not know: the scheduler's decisions, the forward, HTTP.
+
+use std::collections::BTreeMap;
+
+use crate::engine::prompt_chunk;
+use crate::kv_manager::KvCacheManager;
+use crate::kv_store::KvStore;
+use crate::limits::RequestLimits;
+use crate::request::SeqId;
+use crate::scheduler::KvMemory;
+use crate::sequence::Sequence;
+
+/// The engine's memory as the scheduler sees it during one `schedule` call.
+pub struct EngineMemory<'a> {
+    pub store: &'a mut KvStore,
+    pub kv: &'a mut KvCacheManager,
+    pub seqs: &'a mut BTreeMap<SeqId, Sequence>,
+    pub limits: RequestLimits,
+    /// Prompt tokens of sequences admitted for the first time.
+    pub prompt_tokens: u64,
+}
+
+impl EngineMemory<'_> {
+    fn seq(&self, id: SeqId) -> Option<&Sequence> {
+        self.seqs.get(&id)
+    }
+
+    /// Blocks the reservation of one sample of `s` holds (`None`: FullKV, no reservation).
+    fn reservation(&self, s: &Sequence) -> Option<usize> {
+        let comp = s.compression.config();
+        comp.max_resident_slots()
+            .map(|_| self.limits.blocks_needed(&s.req, comp))
+    }
+}
+
+impl KvMemory for EngineMemory<'_> {
+    fn available(&self) -> usize {
+        let seqs = &*self.seqs;
+        self.kv
+            .available(self.store.pool(), |id| seqs.get(&id).map(|s| &s.table))
+    }
+
+    fn admit_need(&self, id: SeqId) -> usize {
+        let Some(s) = self.seq(id) else { return 0 };
+        match self.reservation(s) {
+            Some(r) => r.saturating_mul(s.width()),
+            // Its tokens so far, and a block for each sample to grow (or copy) into.
+            None => s.total_len().div_ceil(self.limits.block_size.max(1)) + s.width(),
+        }
+    }
+
+    fn admit_width(&self, id: SeqId) -> usize {
+        self.seq(id).map_or(1, Sequence::width)
+    }
+
+    fn admit(&mut self, id: SeqId) -> bool {
+        let Some(s) = self.seqs.get(&id) else {
+            return false;
+        };
+        let reserve = self.reservation(s).map(|r| r.saturating_mul(s.width()));
+        if !s.started {
+            self.prompt_tokens += s.req.prompt.len() as u64;
+        }
+        if let Some(s) = self.seqs.get_mut(&id) {
+            s.started = true;
+        }
+        match reserve {
+            Some(r) => {
+                self.kv.reserve(id, r);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn feed_len(&self, id: SeqId, room: usize) -> usize {
+        let Some(s) = self.seq(id) else { return 0 };
+        let comp = s.compression.config();
+        if s.in_prefill() {
+            return prompt_chunk(s.req.prompt.len() - s.fed, room, comp.window);
+        }
+        let mut n = (s.total_len() - s.fed).min(room.max(1));
+        // Recomputed generated tokens go in chunks that end where the schedule compressed
+        // them the first time, as teacher forcing does: the same kept sets.
+        if let Some(cap) = comp.max_resident_slots() {
+            n = n.min(cap.saturating_sub(s.table.len()).max(1));
+        }
+        n
+    }
+
+    fn decoding(&self, id: SeqId) -> bool {
+        self.seq(id).is_some_and(Sequence::decoding)
+    }
+
+    fn grow_need(&self, id: SeqId, n: usize) -> usize {
+        let Some(s) = self.seq(id) else { return 0 };
+        if self.kv.reserved(id).is_some() {
+            return 0;
+        }
+        s.table.blocks_needed(self.store.pool(), n)
+            + self.store.copies_needed(&s.table, s.table.len())
+    }
+
+    fn preempt(&mut self, id: SeqId) {
+        self.kv.release(id);
+        if let Some(s) = self.seqs.get_mut(&id) {
+            // Releasing blocks the table holds cannot fail.
+            let _ = self.store.release(&mut s.table);
+            s.fed = 0;
+            s.compression.reset();
+        }
+    }
+}
