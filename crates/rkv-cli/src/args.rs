@@ -154,12 +154,107 @@ impl SamplingArgs {
     }
 }
 
+/// The engine's limits for commands that run many sequences at once (`serve`,
+/// `bench serve`, `eval math`).
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// KV memory of the engine's block pool: bytes, or with a unit (`256MiB`, `2GiB`, `512MB`)
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
+    pub kv_memory: u64,
+    /// Most sequences running at once
+    #[arg(long, default_value_t = 64)]
+    pub max_num_seqs: usize,
+    /// Most tokens one forward carries (prompt chunks plus one token per decoding sequence)
+    #[arg(long, default_value_t = 512)]
+    pub max_batch_tokens: usize,
+    /// Most requests waiting for admission; beyond it requests are refused (HTTP 429)
+    #[arg(long, default_value_t = 256)]
+    pub max_queue: usize,
+}
+
+impl EngineArgs {
+    /// The engine configuration for `model` with `kv`'s storage and default compression.
+    pub fn engine_config(&self, model: &LoadedModel, kv: &KvArgs) -> Result<EngineConfig> {
+        let default = EngineConfig::default();
+        let shape = model.transformer.attention_shape();
+        let per_block = EngineConfig::bytes_per_block(shape, kv.kv_dtype(), default.block_size);
+        let kv_blocks =
+            usize::try_from(self.kv_memory / per_block.max(1) as u64).unwrap_or(usize::MAX);
+        if kv_blocks == 0 {
+            anyhow::bail!(
+                "--kv-memory {} holds no KV block ({per_block} bytes each for this model)",
+                self.kv_memory
+            );
+        }
+        if self.max_num_seqs == 0 || self.max_batch_tokens == 0 {
+            anyhow::bail!("--max-num-seqs and --max-batch-tokens must be at least 1");
+        }
+        Ok(EngineConfig {
+            kv_dtype: kv.kv_dtype(),
+            compression: kv.compression()?,
+            kv_blocks,
+            max_batch_tokens: self.max_batch_tokens,
+            max_num_seqs: self.max_num_seqs.min(self.max_batch_tokens),
+            ..default
+        })
+    }
+}
+
+/// A byte count: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (try 256MiB or 2GiB)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "mb" => 1000_000,
+        "gb" => 1000_000_000,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "tib" | "t" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{s}` (B, KB, MB, GB, KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    let bytes = x * mult as f64;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("`{s}` is not a usable size"));
+    }
+    Ok(bytes as u64)
+}
+
 /// Peak resident memory of this process, from /proc (Linux), in bytes.
 pub fn peak_rss_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes_parse_with_units_and_bad_ones_are_refused() {
+        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes("1.5 KiB"), Ok(1536));
+        assert_eq!(parse_bytes("512MB"), Ok(512_000_000));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        for bad in ["", "MiB", "12XB", "-3MiB", "0", "1e999GiB"] {
+            assert!(parse_bytes(bad).is_err(), "{bad} accepted");
+        }
+    }
 }
 
 /// An engine configuration with room for one sequence of up to `max_slots` resident slots

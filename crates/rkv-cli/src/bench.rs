@@ -15,6 +15,8 @@ pub enum BenchCmd {
     Decode(DecodeArgs),
     /// The time of one compression event on real text (teacher-forced traces)
     Events(crate::bench_events::EventsArgs),
+    /// Many requests at once through the engine, as a server runs them
+    Serve(crate::bench_serve::ServeBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -60,6 +62,7 @@ impl BenchCmd {
         match self {
             BenchCmd::Decode(a) => a.model.threads,
             BenchCmd::Events(a) => a.model.threads,
+            BenchCmd::Serve(a) => a.model.threads,
         }
     }
 }
@@ -68,6 +71,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Decode(a) => decode(a),
         BenchCmd::Events(a) => crate::bench_events::run(a),
+        BenchCmd::Serve(a) => crate::bench_serve::run(a),
     }
 }
 

@@ -15,13 +15,13 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rkv_core::config::PolicyKind;
-use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams};
+use rkv_engine::{fits_context, Engine, GenerationOutput, GenerationRequest, SamplingParams};
 use rkv_eval::grade::grade;
 use rkv_eval::{read_math_problems, MathProblem};
 use rkv_model::chat_template::ChatMessage;
 use serde_json::json;
 
-use crate::args::{engine_config, KvArgs, ModelArgs};
+use crate::args::{EngineArgs, KvArgs, ModelArgs};
 
 /// The instruction appended to every problem (the R1 evaluation prompt).
 pub const R1_SUFFIX: &str =
@@ -56,6 +56,12 @@ pub struct MathArgs {
     pub max_tokens: usize,
     #[command(flatten)]
     pub kv: KvArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Run the samples one at a time instead of all problems' samples at once (each
+    /// request's samples sharing its prompt's prefill and blocks); same outputs, slower
+    #[arg(long)]
+    pub one_at_a_time: bool,
     /// Write the per-problem records here instead of to stdout
     #[arg(long)]
     pub output: Option<PathBuf>,
@@ -122,8 +128,9 @@ pub fn run(a: MathArgs) -> Result<()> {
         }
         prompts.push(toks);
     }
-    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let cfg = engine_config(a.kv.kv_dtype(), compression, longest + a.max_tokens);
+    let mut cfg = a.engine.engine_config(&model, &a.kv)?;
+    // Every problem's samples of one request are admitted together.
+    cfg.max_num_seqs = cfg.max_num_seqs.max(a.samples);
     let mut engine = Engine::new(model, cfg)?;
 
     let total = problems.len().saturating_mul(a.samples) as u64;
@@ -134,27 +141,31 @@ pub fn run(a: MathArgs) -> Result<()> {
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    // Sample j of every problem is seeded with --seed + j (a request of n samples seeds
+    // its sample j so).
+    let request = |prompt: &Vec<u32>, j: u64| GenerationRequest {
+        prompt: prompt.clone(),
+        sampling: SamplingParams {
+            seed: a.seed.wrapping_add(j),
+            ..base.clone()
+        },
+        max_tokens: a.max_tokens,
+        ignore_eos: false,
+        stop: Vec::new(),
+    };
     let t0 = Instant::now();
+    let outputs = if a.one_at_a_time {
+        one_at_a_time(&mut engine, &problems, &prompts, a.samples, &request, &bar)?
+    } else {
+        batched(&mut engine, &problems, &prompts, a.samples, &request, &bar)?
+    };
     let mut pass_sum = 0.0;
     let mut generated_tokens = 0usize;
     let mut kv_slots_peak = 0usize;
-    for (p, prompt) in problems.iter().zip(&prompts) {
+    for (p, outs) in problems.iter().zip(outputs) {
         let mut samples = Vec::new();
         let mut n_correct = 0usize;
-        for j in 0..a.samples {
-            let req = GenerationRequest {
-                prompt: prompt.clone(),
-                sampling: SamplingParams {
-                    seed: a.seed.wrapping_add(j as u64),
-                    ..base.clone()
-                },
-                max_tokens: a.max_tokens,
-                ignore_eos: false,
-                stop: Vec::new(),
-            };
-            let g = engine
-                .generate(req, None, |_| {})
-                .with_context(|| format!("problem {} sample {j}", p.index))?;
+        for g in outs {
             let v = grade(&g.text, &p.gold);
             n_correct += usize::from(v.correct);
             generated_tokens += g.stats.generated_tokens;
@@ -166,12 +177,9 @@ pub fn run(a: MathArgs) -> Result<()> {
                 "tokens": g.stats.generated_tokens,
                 "finish_reason": g.finish_reason.as_str(),
             }));
-            bar.inc(1);
         }
         let pass = n_correct as f64 / a.samples as f64;
         pass_sum += pass;
-        let done = p.index + 1;
-        bar.set_message(format!("pass@1 {:.3}", pass_sum / done as f64));
         let rec = record(p, samples, pass);
         bar.suspend(|| -> Result<()> {
             writeln!(out, "{rec}")?;
@@ -205,10 +213,75 @@ pub fn run(a: MathArgs) -> Result<()> {
                 "max_tokens": a.max_tokens,
                 "generated_tokens": generated_tokens,
                 "kv_slots_peak": kv_slots_peak,
+                "seconds": secs,
+                "batched": !a.one_at_a_time,
             }})
         );
     }
     Ok(())
+}
+
+/// Each sample of each problem in turn, one sequence at a time.
+fn one_at_a_time(
+    engine: &mut Engine,
+    problems: &[MathProblem],
+    prompts: &[Vec<u32>],
+    samples: usize,
+    request: &dyn Fn(&Vec<u32>, u64) -> GenerationRequest,
+    bar: &ProgressBar,
+) -> Result<Vec<Vec<GenerationOutput>>> {
+    let mut all = Vec::with_capacity(problems.len());
+    for (p, prompt) in problems.iter().zip(prompts) {
+        let mut outs = Vec::with_capacity(samples);
+        for j in 0..samples {
+            let req = request(prompt, j as u64);
+            let g = engine
+                .generate(req, None, |_| {})
+                .with_context(|| format!("problem {} sample {j}", p.index))?;
+            outs.push(g);
+            bar.inc(1);
+        }
+        all.push(outs);
+    }
+    Ok(all)
+}
+
+/// Every problem's request of `samples` samples queued at once: the engine runs as many
+/// as its memory holds, each request's samples forked from one prefill of its prompt.
+fn batched(
+    engine: &mut Engine,
+    problems: &[MathProblem],
+    prompts: &[Vec<u32>],
+    samples: usize,
+    request: &dyn Fn(&Vec<u32>, u64) -> GenerationRequest,
+    bar: &ProgressBar,
+) -> Result<Vec<Vec<GenerationOutput>>> {
+    let mut ids = Vec::with_capacity(problems.len());
+    for (p, prompt) in problems.iter().zip(prompts) {
+        let id = engine
+            .add_request_n(request(prompt, 0), None, samples)
+            .with_context(|| format!("problem {}", p.index))?;
+        ids.push(id);
+    }
+    while engine.has_work() {
+        let events = engine.step();
+        bar.inc(events.iter().filter(|e| e.finished.is_some()).count() as u64);
+        if let Some((id, err)) = engine.take_failures().into_iter().next() {
+            let k = ids.iter().position(|s| s.contains(&id)).unwrap_or(0);
+            return Err(err).with_context(|| format!("problem {}", problems[k].index));
+        }
+    }
+    ids.iter()
+        .map(|seqs| {
+            seqs.iter()
+                .map(|&id| {
+                    engine
+                        .take_output(id)
+                        .context("a sample finished without an output")
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn record(p: &MathProblem, samples: Vec<serde_json::Value>, pass: f64) -> serde_json::Value {

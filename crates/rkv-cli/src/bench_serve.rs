@@ -1,0 +1,312 @@
+//! `rkv bench serve`: many requests through the engine at a given concurrency, as a server
+//! runs them (the engine on its own thread behind an `EngineHandle`), reporting generated
+//! tokens per second, the most sequences running at once, time to first token and time per
+//! output token (p50 and p99), peak KV blocks and preemptions; `--compare-policy` runs a
+//! second configuration in the same invocation.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_engine::{
+    EngineHandle, GenerationRequest, HandleConfig, RequestEvent, SamplingParams, Submission,
+};
+use rkv_model::chat_template::ChatMessage;
+use rkv_model::Tokenizer;
+use serde_json::json;
+
+use crate::args::{EngineArgs, KvArgs, ModelArgs};
+use crate::bench::policy_runs;
+use crate::eval::math::prompt_text;
+
+#[derive(Args, Debug)]
+pub struct ServeBenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub kv: KvArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Requests in all
+    #[arg(long, default_value_t = 64)]
+    pub requests: usize,
+    /// Requests in flight at once (a new one is sent when one finishes)
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Most tokens generated per request
+    #[arg(long, default_value_t = 2048)]
+    pub max_tokens: usize,
+    /// Generate exactly --max-tokens per request, through end-of-sequence tokens
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Sampling temperature (0 = greedy)
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// JSONL prompts: `prompt` (sent as is) or `problem`/`question` (rendered with the R1
+    /// prompt as a user message in the chat template); cycled when fewer than --requests
+    #[arg(long, default_value = "../shared/data/math500.jsonl")]
+    pub prompts: PathBuf,
+    /// A second policy (same budget and tuning) measured in the same invocation
+    #[arg(long)]
+    pub compare_policy: Option<String>,
+    /// One JSON object per configuration
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What one configuration measured.
+struct Outcome {
+    generated: usize,
+    seconds: f64,
+    peak_running: usize,
+    blocks_peak: usize,
+    blocks_total: usize,
+    preemptions: u64,
+    ttft_ms: Vec<f64>,
+    tpot_ms: Vec<f64>,
+}
+
+pub fn run(a: ServeBenchArgs) -> Result<()> {
+    if a.requests == 0 || a.concurrency == 0 || a.max_tokens == 0 {
+        bail!("--requests, --concurrency and --max-tokens must be at least 1");
+    }
+    let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
+    for (name, comp) in &runs {
+        let model = a.model.load()?;
+        let prompts = read_prompts(&a.prompts, &model.tokenizer)?;
+        let ctx = model.transformer.config().max_context;
+        if let Some(p) = prompts.iter().find(|p| p.len() + a.max_tokens > ctx) {
+            bail!(
+                "a prompt of {} tokens plus --max-tokens {} exceeds the context of {ctx}",
+                p.len(),
+                a.max_tokens
+            );
+        }
+        let mut cfg = a.engine.engine_config(&model, &a.kv)?;
+        cfg.compression = *comp;
+        let handle = EngineHandle::spawn(
+            model,
+            cfg,
+            HandleConfig {
+                max_queue: a.requests,
+                threads: a.model.threads,
+            },
+        )?;
+        let out = drive(&handle, &a, &prompts, name);
+        handle.shutdown();
+        report(&a, name, comp, &out?);
+    }
+    Ok(())
+}
+
+/// Token ids of every prompt in `path`.
+fn read_prompts(path: &PathBuf, tok: &Tokenizer) -> Result<Vec<Vec<u32>>> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read prompts from {} (give a JSONL file with --prompts)",
+            path.display()
+        )
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}: not JSON", path.display(), i + 1))?;
+        let field = |k: &str| v.get(k).and_then(|x| x.as_str());
+        let rendered = match (field("prompt"), field("problem").or(field("question"))) {
+            (Some(p), _) => p.to_string(),
+            (None, Some(q)) => {
+                tok.apply_chat_template(&[ChatMessage::user(prompt_text(q))], true)?
+            }
+            _ => bail!(
+                "{} line {}: no `prompt`, `problem` or `question` string",
+                path.display(),
+                i + 1
+            ),
+        };
+        out.push(tok.encode(&rendered)?);
+    }
+    if out.is_empty() {
+        bail!("{} holds no prompts", path.display());
+    }
+    Ok(out)
+}
+
+/// Per-request timings as the events arrive.
+#[derive(Default, Clone)]
+struct Timing {
+    sent: Option<Instant>,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    tokens: usize,
+    done: bool,
+}
+
+fn drive(
+    handle: &EngineHandle,
+    a: &ServeBenchArgs,
+    prompts: &[Vec<u32>],
+    name: &str,
+) -> Result<Outcome> {
+    let (tx, rx) = mpsc::channel::<(usize, RequestEvent)>();
+    let mut timing = vec![Timing::default(); a.requests];
+    let bar = ProgressBar::with_draw_target(
+        Some((a.requests * a.max_tokens) as u64),
+        ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} tokens {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(name.to_string());
+    let submit = |i: usize, timing: &mut [Timing]| -> Result<()> {
+        let req = GenerationRequest {
+            prompt: prompts[i % prompts.len()].clone(),
+            sampling: SamplingParams {
+                temperature: a.temperature,
+                seed: i as u64,
+                ..SamplingParams::default()
+            },
+            max_tokens: a.max_tokens,
+            ignore_eos: a.ignore_eos,
+            stop: Vec::new(),
+        };
+        let tx = tx.clone();
+        let sink = Box::new(move |ev| tx.send((i, ev)).is_ok());
+        timing[i].sent = Some(Instant::now());
+        handle
+            .submit(
+                Submission {
+                    request: req,
+                    compression: None,
+                    n: 1,
+                },
+                sink,
+            )
+            .with_context(|| format!("request {i}"))?;
+        Ok(())
+    };
+    let t0 = Instant::now();
+    let mut next = 0;
+    while next < a.requests.min(a.concurrency) {
+        submit(next, &mut timing)?;
+        next += 1;
+    }
+    let (mut done, mut generated, mut peak_running, mut blocks_peak) = (0, 0, 0, 0);
+    while done < a.requests {
+        let m = handle.metrics().counters;
+        peak_running = peak_running.max(m.running);
+        blocks_peak = blocks_peak.max(m.kv_blocks_used);
+        let Ok((i, ev)) = rx.recv_timeout(Duration::from_millis(20)) else {
+            continue;
+        };
+        let now = Instant::now();
+        let t = &mut timing[i];
+        match ev {
+            RequestEvent::Token { .. } => {
+                t.first.get_or_insert(now);
+                t.last = Some(now);
+                t.tokens += 1;
+                generated += 1;
+                bar.inc(1);
+            }
+            RequestEvent::Finished { .. } | RequestEvent::Failed { .. } => {
+                if let RequestEvent::Failed { error, .. } = &ev {
+                    bar.finish_and_clear();
+                    bail!("request {i} failed: {error}");
+                }
+                t.done = true;
+                done += 1;
+                if next < a.requests {
+                    submit(next, &mut timing)?;
+                    next += 1;
+                }
+            }
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let m = handle.metrics().counters;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let ttft_ms = timing
+        .iter()
+        .filter_map(|t| Some(ms(t.first?.duration_since(t.sent?))))
+        .collect();
+    let tpot_ms = timing
+        .iter()
+        .filter(|t| t.tokens > 1)
+        .filter_map(|t| Some(ms(t.last?.duration_since(t.first?)) / (t.tokens - 1) as f64))
+        .collect();
+    Ok(Outcome {
+        generated,
+        seconds,
+        peak_running,
+        blocks_peak: blocks_peak.max(m.kv_blocks_used),
+        blocks_total: m.kv_blocks_total,
+        preemptions: m.preemptions_total,
+        ttft_ms,
+        tpot_ms,
+    })
+}
+
+/// The `q`-quantile (0..=1) of `xs` by nearest rank; 0 for none.
+fn quantile(xs: &[f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+fn report(a: &ServeBenchArgs, name: &str, comp: &CompressionConfig, o: &Outcome) {
+    let budget = (comp.policy != PolicyKind::Full).then_some(comp.budget);
+    let tps = o.generated as f64 / o.seconds.max(1e-9);
+    let (t50, t99) = (quantile(&o.ttft_ms, 0.5), quantile(&o.ttft_ms, 0.99));
+    let (p50, p99) = (quantile(&o.tpot_ms, 0.5), quantile(&o.tpot_ms, 0.99));
+    if a.json {
+        println!(
+            "{}",
+            json!({
+                "policy": name,
+                "budget": budget,
+                "requests": a.requests,
+                "concurrency": a.concurrency,
+                "max_tokens": a.max_tokens,
+                "kv_memory": a.engine.kv_memory,
+                "threads": a.model.threads,
+                "generated_tokens": o.generated,
+                "seconds": o.seconds,
+                "tokens_per_s": tps,
+                "peak_running": o.peak_running,
+                "kv_blocks_peak": o.blocks_peak,
+                "kv_blocks_total": o.blocks_total,
+                "preemptions": o.preemptions,
+                "ttft_ms": {"p50": t50, "p99": t99},
+                "tpot_ms": {"p50": p50, "p99": p99},
+            })
+        );
+    } else {
+        println!(
+            "{name} budget {}: {} requests, {} tokens in {:.1} s = {tps:.1} tok/s; peak running {}; KV blocks peak {}/{}; preemptions {}; TTFT p50 {t50:.0} ms p99 {t99:.0} ms; TPOT p50 {p50:.1} ms p99 {p99:.1} ms",
+            budget.map_or_else(|| "none".into(), |b| b.to_string()),
+            a.requests,
+            o.generated,
+            o.seconds,
+            o.peak_running,
+            o.blocks_peak,
+            o.blocks_total,
+            o.preemptions,
+        );
+    }
+}
