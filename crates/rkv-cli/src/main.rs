@@ -8,6 +8,7 @@ mod bench_serve;
 mod eval;
 mod fetch;
 mod generate;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -38,6 +39,8 @@ enum Cmd {
     /// Evaluation: grading, math accuracy, fidelity to FullKV
     #[command(subcommand)]
     Eval(eval::EvalCmd),
+    /// Serve an OpenAI-compatible HTTP API (see docs/serving.md)
+    Serve(serve::ServeArgs),
 }
 
 impl Cmd {
@@ -48,6 +51,7 @@ impl Cmd {
             Cmd::Fetch { .. } => None,
             Cmd::Bench(b) => b.threads(),
             Cmd::Eval(e) => e.threads(),
+            Cmd::Serve(a) => a.model.threads,
         }
     }
 
@@ -59,6 +63,7 @@ impl Cmd {
             }
             Cmd::Bench(b) => bench::run(b),
             Cmd::Eval(e) => eval::run(e),
+            Cmd::Serve(a) => serve::run(a),
         }
     }
 }

@@ -1,0 +1,127 @@
+//! A request's prompt as tokens: chat messages rendered with the model's chat template
+//! (generation prompt added), or a completion prompt (a string, an array of one string,
+//! or an array of token ids) encoded as it is.
+//!
+//! Must not know: HTTP, sampling, the engine.
+
+use rkv_model::chat_template::ChatMessage;
+use rkv_model::Tokenizer;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::reasoning::prompt_opens_think;
+use crate::request::ChatMessageIn;
+
+/// A tokenized prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prompt {
+    pub tokens: Vec<u32>,
+    /// The rendered prompt ends by opening a think block: the output starts in reasoning.
+    pub opens_think: bool,
+}
+
+/// Renders and encodes chat messages.
+pub fn chat_prompt(tok: &Tokenizer, messages: &[ChatMessageIn]) -> Result<Prompt, ApiError> {
+    if messages.is_empty() {
+        return Err(ApiError::invalid_param(
+            "messages",
+            "messages must hold at least one message",
+        ));
+    }
+    let msgs = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| message(i, m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rendered = tok
+        .apply_chat_template(&msgs, true)
+        .map_err(|e| ApiError::invalid_param("messages", format!("cannot render the chat: {e}")))?;
+    let tokens = tok
+        .encode(&rendered)
+        .map_err(|e| ApiError::invalid_param("messages", format!("cannot tokenize: {e}")))?;
+    Ok(Prompt {
+        tokens,
+        opens_think: prompt_opens_think(&rendered),
+    })
+}
+
+fn message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
+    let param = format!("messages[{i}]");
+    if m.role.trim().is_empty() {
+        return Err(ApiError::invalid_param(
+            &param,
+            format!("{param}.role is empty"),
+        ));
+    }
+    let content = match &m.content {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for (j, p) in parts.iter().enumerate() {
+                match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => text.push_str(t),
+                    _ => {
+                        return Err(ApiError::invalid_param(
+                            &param,
+                            format!(
+                                "{param}.content[{j}]: only text parts \
+                                 ({{\"type\": \"text\", \"text\": \"...\"}}) are supported"
+                            ),
+                        ))
+                    }
+                }
+            }
+            text
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_param(
+                &param,
+                format!("{param}.content must be a string or an array of text parts"),
+            ))
+        }
+    };
+    Ok(ChatMessage::new(m.role.clone(), content))
+}
+
+/// Encodes a completion prompt.
+pub fn completion_prompt(tok: &Tokenizer, prompt: &Value) -> Result<Prompt, ApiError> {
+    let bad = || {
+        ApiError::invalid_param(
+            "prompt",
+            "prompt must be a string, an array of one string, or an array of token ids",
+        )
+    };
+    let text = match prompt {
+        Value::String(s) => s.as_str(),
+        Value::Array(items) => match items.as_slice() {
+            [Value::String(s)] => s.as_str(),
+            [] => return Err(ApiError::invalid_param("prompt", "prompt is empty")),
+            [Value::String(_), ..] => {
+                return Err(ApiError::invalid_param(
+                    "prompt",
+                    "only one prompt per request is supported (use n for several samples)",
+                ))
+            }
+            ids => {
+                let tokens = ids
+                    .iter()
+                    .map(|v| v.as_u64().and_then(|x| u32::try_from(x).ok()))
+                    .collect::<Option<Vec<u32>>>()
+                    .ok_or_else(bad)?;
+                return Ok(Prompt {
+                    tokens,
+                    opens_think: false,
+                });
+            }
+        },
+        _ => return Err(bad()),
+    };
+    let tokens = tok
+        .encode(text)
+        .map_err(|e| ApiError::invalid_param("prompt", format!("cannot tokenize: {e}")))?;
+    Ok(Prompt {
+        tokens,
+        opens_think: false,
+    })
+}

@@ -1,0 +1,168 @@
+//! The HTTP routes: the two generation endpoints, the model list, health and metrics,
+//! and OpenAI-shaped answers for unknown routes and methods.
+//!
+//! Owns the flow of a generation request (model check, prompt, parameters, submission,
+//! streamed or whole answer). Must not know: model internals, the engine's internals.
+
+use std::time::Instant;
+
+use axum::extract::{Path, State};
+use axum::http::{header, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use crate::complete::collect;
+use crate::error::ApiError;
+use crate::generation::Generation;
+use crate::params::{plan, Defaults, Plan};
+use crate::prompt::{chat_prompt, completion_prompt, Prompt};
+use crate::request::{ApiJson, ChatRequest, CompletionRequest};
+use crate::response::{Endpoint, Meta, Usage};
+use crate::sse;
+use crate::state::AppState;
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+async fn chat(State(st): State<AppState>, ApiJson(req): ApiJson<ChatRequest>) -> Response {
+    let arrival = Instant::now();
+    let res = async {
+        check_model(&st, req.model.as_deref())?;
+        let prompt = chat_prompt(st.handle().tokenizer(), &req.messages)?;
+        let p = plan(
+            prompt.tokens.clone(),
+            "messages",
+            &req.common,
+            &defaults(&st),
+        )?;
+        generate(&st, Endpoint::Chat, &prompt, p, arrival).await
+    };
+    res.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn completions(
+    State(st): State<AppState>,
+    ApiJson(req): ApiJson<CompletionRequest>,
+) -> Response {
+    let arrival = Instant::now();
+    let res = async {
+        check_model(&st, req.model.as_deref())?;
+        if req.echo == Some(true) {
+            return Err(ApiError::invalid_param("echo", "echo is not supported"));
+        }
+        if req.best_of.is_some_and(|b| b > 1) {
+            return Err(ApiError::invalid_param(
+                "best_of",
+                "best_of is not supported (use n)",
+            ));
+        }
+        if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::invalid_param("suffix", "suffix is not supported"));
+        }
+        let prompt = completion_prompt(st.handle().tokenizer(), &req.prompt)?;
+        let p = plan(prompt.tokens.clone(), "prompt", &req.common, &defaults(&st))?;
+        generate(&st, Endpoint::Completion, &prompt, p, arrival).await
+    };
+    res.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn defaults(st: &AppState) -> Defaults {
+    Defaults {
+        max_context: st.handle().max_context(),
+        compression: st.handle().default_compression(),
+        max_n: st.opts().max_n,
+        default_max_tokens: st.opts().default_max_tokens,
+    }
+}
+
+/// `model` must be the served name, or absent.
+fn check_model(st: &AppState, model: Option<&str>) -> Result<(), ApiError> {
+    match model {
+        Some(m) if m != st.opts().model_name => Err(ApiError::ModelNotFound(m.to_string())),
+        _ => Ok(()),
+    }
+}
+
+async fn generate(
+    st: &AppState,
+    endpoint: Endpoint,
+    prompt: &Prompt,
+    p: Plan,
+    arrival: Instant,
+) -> Result<Response, ApiError> {
+    let meta = Meta::new(endpoint, &st.opts().model_name);
+    let usage = Usage::new(prompt.tokens.len(), p.compression);
+    let stops = p.submission.request.stop.clone();
+    let gen = Generation::start(st, p.submission, arrival)?;
+    if p.stream {
+        Ok(sse::respond(
+            gen,
+            meta,
+            usage,
+            p.include_usage,
+            &stops,
+            prompt.opens_think,
+        ))
+    } else {
+        let body = collect(gen, &meta, usage, prompt.opens_think).await?;
+        Ok(Json(body).into_response())
+    }
+}
+
+fn model_card(st: &AppState) -> Value {
+    json!({
+        "id": st.opts().model_name,
+        "object": "model",
+        "created": st.started(),
+        "owned_by": "rkv",
+        "max_model_len": st.handle().max_context(),
+    })
+}
+
+async fn models(State(st): State<AppState>) -> Json<Value> {
+    Json(json!({"object": "list", "data": [model_card(&st)]}))
+}
+
+async fn model(State(st): State<AppState>, Path(id): Path<String>) -> Response {
+    if id == st.opts().model_name {
+        Json(model_card(&st)).into_response()
+    } else {
+        ApiError::ModelNotFound(id).into_response()
+    }
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn metrics(State(st): State<AppState>) -> Response {
+    let text = st.metrics().render(&st.handle().metrics());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no route {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{method} is not allowed on {}", uri.path()))
+}
