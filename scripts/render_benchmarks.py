@@ -298,10 +298,52 @@ def main():
             out += ["", "R-KV against SnapKV, as measured here:", ""] + lines
         out.append("")
 
+    out += serve_section()
+
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(out) + "\n")
     readme_section(out, machine, date)
     print("wrote BENCHMARKS.md", file=sys.stderr)
+
+
+def serve_section():
+    """Many sequences under one memory bound: bench/results/serve.jsonl (scripts/bench_serve.sh)."""
+    path = os.path.join(RES, "serve.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    head, rows = rows[0], rows[1:]
+    if not rows:
+        return []
+    full = next((r for r in rows if r["policy"] == "full"), None)
+    r0 = rows[0]
+    out = ["## Many sequences under one memory bound (serving)", "",
+           f"Command: `{head['command']}` with `--kv-policy rkv --kv-budget 256 --compare-policy full`, "
+           "then `--kv-policy rkv --kv-budget B` for the other budgets (`scripts/bench_serve.sh`); "
+           f"machine: {head['machine']}; date: {head['date']}.", "",
+           f"{r0['requests']} requests of {r0['max_tokens']} generated tokens each (MATH-500 problems with the R1 "
+           f"prompt, greedy, end-of-sequence ignored), at most {r0['concurrency']} in flight, through the engine as "
+           f"`rkv serve` runs it, with {r0['kv_memory'] / 2**20:.0f} MiB of KV memory ({r0['kv_blocks_total']} "
+           "blocks of 32 slots). A compressing request reserves `max(prompt, budget + buffer)` slots when admitted; "
+           "FullKV requests grow and the newest is preempted (and later recomputed) when memory runs out. "
+           "Running sequences: the mean over the run's wall time (sampled every 20 ms) and the peak. "
+           "Ratios are against the FullKV row"
+           + (", measured in the same invocation as budget 256 and once for all budgets." if full else ".") , "",
+           "| policy | budget | generated tok/s | x FullKV | running, mean (peak) | x FullKV (mean) | KV blocks peak | "
+           "preemptions | TTFT p50 / p99 (s) | TPOT p50 / p99 (ms) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        tps_ratio = f"{r['tokens_per_s'] / full['tokens_per_s']:.2f}" if full else ""
+        mean = r.get("mean_running", 0.0)
+        run_ratio = f"{mean / full['mean_running']:.1f}" if full and full.get("mean_running") else ""
+        out.append(f"| {policy_name(r['policy'])} | {r['budget'] if r['budget'] is not None else '-'} | "
+                   f"{r['tokens_per_s']:.1f} | {tps_ratio} | {mean:.1f} ({r['peak_running']}) | {run_ratio} | "
+                   f"{r['kv_blocks_peak']} / {r['kv_blocks_total']} | {r['preemptions']} | "
+                   f"{r['ttft_ms']['p50'] / 1e3:.1f} / {r['ttft_ms']['p99'] / 1e3:.1f} | "
+                   f"{r['tpot_ms']['p50']:.1f} / {r['tpot_ms']['p99']:.1f} |")
+    out.append("")
+    return out
 
 
 def readme_section(out, machine, date):

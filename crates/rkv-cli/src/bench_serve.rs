@@ -2,7 +2,8 @@
 //! runs them (the engine on its own thread behind an `EngineHandle`), reporting generated
 //! tokens per second, the most sequences running at once, time to first token and time per
 //! output token (p50 and p99), peak KV blocks and preemptions; `--compare-policy` runs a
-//! second configuration in the same invocation.
+//! second configuration in the same invocation. With `--url` the requests go to a running
+//! `rkv serve` over HTTP instead (see `bench_serve_http.rs`).
 
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -22,6 +23,9 @@ use serde_json::json;
 use crate::args::{EngineArgs, KvArgs, ModelArgs};
 use crate::bench::policy_runs;
 use crate::eval::math::prompt_text;
+
+#[path = "bench_serve_http.rs"]
+mod http;
 
 #[derive(Args, Debug)]
 pub struct ServeBenchArgs {
@@ -56,6 +60,44 @@ pub struct ServeBenchArgs {
     /// One JSON object per configuration
     #[arg(long)]
     pub json: bool,
+    /// Benchmark a running `rkv serve` at this base URL (`http://127.0.0.1:8000`) over HTTP
+    /// instead of an in-process engine; the model is loaded only to render the prompts, and
+    /// each configuration is sent as the request's `kv_compression`
+    #[arg(long)]
+    pub url: Option<String>,
+}
+
+/// Sequences running and blocks used as seen over a run: peaks, and the running count's
+/// mean over wall time (each reading held until the next).
+#[derive(Debug, Default, Clone)]
+struct Occupancy {
+    peak_running: usize,
+    blocks_peak: usize,
+    last: Option<(Instant, usize)>,
+    running_seconds: f64,
+    seconds: f64,
+}
+
+impl Occupancy {
+    fn see(&mut self, running: usize, blocks_used: usize) {
+        let now = Instant::now();
+        if let Some((t, r)) = self.last {
+            let dt = now.duration_since(t).as_secs_f64();
+            self.running_seconds += r as f64 * dt;
+            self.seconds += dt;
+        }
+        self.last = Some((now, running));
+        self.peak_running = self.peak_running.max(running);
+        self.blocks_peak = self.blocks_peak.max(blocks_used);
+    }
+
+    fn mean_running(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.running_seconds / self.seconds
+        } else {
+            0.0
+        }
+    }
 }
 
 /// What one configuration measured.
@@ -63,6 +105,7 @@ struct Outcome {
     generated: usize,
     seconds: f64,
     peak_running: usize,
+    mean_running: f64,
     blocks_peak: usize,
     blocks_total: usize,
     preemptions: u64,
@@ -75,17 +118,21 @@ pub fn run(a: ServeBenchArgs) -> Result<()> {
         bail!("--requests, --concurrency and --max-tokens must be at least 1");
     }
     let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
+    if let Some(url) = &a.url {
+        let model = a.model.load()?;
+        let texts = read_prompts(&a.prompts, &model.tokenizer)?;
+        encode_checked(&a, &model, &texts)?;
+        drop(model);
+        for (name, comp) in &runs {
+            let out = http::drive(url, &a, &texts, name, comp)?;
+            report(&a, name, comp, &out);
+        }
+        return Ok(());
+    }
     for (name, comp) in &runs {
         let model = a.model.load()?;
-        let prompts = read_prompts(&a.prompts, &model.tokenizer)?;
-        let ctx = model.transformer.config().max_context;
-        if let Some(p) = prompts.iter().find(|p| p.len() + a.max_tokens > ctx) {
-            bail!(
-                "a prompt of {} tokens plus --max-tokens {} exceeds the context of {ctx}",
-                p.len(),
-                a.max_tokens
-            );
-        }
+        let texts = read_prompts(&a.prompts, &model.tokenizer)?;
+        let prompts = encode_checked(&a, &model, &texts)?;
         let mut cfg = a.engine.engine_config(&model, &a.kv)?;
         cfg.compression = *comp;
         let handle = EngineHandle::spawn(
@@ -103,8 +150,30 @@ pub fn run(a: ServeBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Token ids of every prompt in `path`.
-fn read_prompts(path: &PathBuf, tok: &Tokenizer) -> Result<Vec<Vec<u32>>> {
+/// The token ids of `texts`, each of which with --max-tokens must fit the model's context.
+fn encode_checked(
+    a: &ServeBenchArgs,
+    model: &rkv_model::LoadedModel,
+    texts: &[String],
+) -> Result<Vec<Vec<u32>>> {
+    let ctx = model.transformer.config().max_context;
+    let mut out = Vec::with_capacity(texts.len());
+    for t in texts {
+        let p = model.tokenizer.encode(t)?;
+        if p.len() + a.max_tokens > ctx {
+            bail!(
+                "a prompt of {} tokens plus --max-tokens {} exceeds the context of {ctx}",
+                p.len(),
+                a.max_tokens
+            );
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// The text of every prompt in `path`, chat-rendered where it is a problem or question.
+fn read_prompts(path: &PathBuf, tok: &Tokenizer) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path).with_context(|| {
         format!(
             "cannot read prompts from {} (give a JSONL file with --prompts)",
@@ -131,7 +200,7 @@ fn read_prompts(path: &PathBuf, tok: &Tokenizer) -> Result<Vec<Vec<u32>>> {
                 i + 1
             ),
         };
-        out.push(tok.encode(&rendered)?);
+        out.push(rendered);
     }
     if out.is_empty() {
         bail!("{} holds no prompts", path.display());
@@ -201,11 +270,11 @@ fn drive(
         submit(next, &mut timing)?;
         next += 1;
     }
-    let (mut done, mut generated, mut peak_running, mut blocks_peak) = (0, 0, 0, 0);
+    let (mut done, mut generated) = (0, 0);
+    let mut occ = Occupancy::default();
     while done < a.requests {
         let m = handle.metrics().counters;
-        peak_running = peak_running.max(m.running);
-        blocks_peak = blocks_peak.max(m.kv_blocks_used);
+        occ.see(m.running, m.kv_blocks_used);
         let Ok((i, ev)) = rx.recv_timeout(Duration::from_millis(20)) else {
             continue;
         };
@@ -236,6 +305,23 @@ fn drive(
     let seconds = t0.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let m = handle.metrics().counters;
+    let (ttft_ms, tpot_ms) = latencies(&timing);
+    occ.see(m.running, m.kv_blocks_used);
+    Ok(Outcome {
+        generated,
+        seconds,
+        peak_running: occ.peak_running,
+        mean_running: occ.mean_running(),
+        blocks_peak: occ.blocks_peak,
+        blocks_total: m.kv_blocks_total,
+        preemptions: m.preemptions_total,
+        ttft_ms,
+        tpot_ms,
+    })
+}
+
+/// Time to first token and time per output token (ms) of each request that has them.
+fn latencies(timing: &[Timing]) -> (Vec<f64>, Vec<f64>) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let ttft_ms = timing
         .iter()
@@ -246,16 +332,7 @@ fn drive(
         .filter(|t| t.tokens > 1)
         .filter_map(|t| Some(ms(t.last?.duration_since(t.first?)) / (t.tokens - 1) as f64))
         .collect();
-    Ok(Outcome {
-        generated,
-        seconds,
-        peak_running,
-        blocks_peak: blocks_peak.max(m.kv_blocks_used),
-        blocks_total: m.kv_blocks_total,
-        preemptions: m.preemptions_total,
-        ttft_ms,
-        tpot_ms,
-    })
+    (ttft_ms, tpot_ms)
 }
 
 /// The `q`-quantile (0..=1) of `xs` by nearest rank; 0 for none.
@@ -279,6 +356,7 @@ fn report(a: &ServeBenchArgs, name: &str, comp: &CompressionConfig, o: &Outcome)
             "{}",
             json!({
                 "policy": name,
+                "url": a.url,
                 "budget": budget,
                 "requests": a.requests,
                 "concurrency": a.concurrency,
@@ -289,6 +367,7 @@ fn report(a: &ServeBenchArgs, name: &str, comp: &CompressionConfig, o: &Outcome)
                 "seconds": o.seconds,
                 "tokens_per_s": tps,
                 "peak_running": o.peak_running,
+                "mean_running": o.mean_running,
                 "kv_blocks_peak": o.blocks_peak,
                 "kv_blocks_total": o.blocks_total,
                 "preemptions": o.preemptions,

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The serving headline of BENCHMARKS.md: 64 requests of 2048 generated tokens each
+# (MATH-500 problems with the R1 prompt, greedy, --ignore-eos) at concurrency 64 through
+# the engine as `rkv serve` runs it, with 256 MiB of KV memory: R-KV at budget 256 against
+# FullKV in one invocation, then R-KV at budgets 128, 512 and 1024. Writes
+# bench/results/serve.jsonl and re-renders BENCHMARKS.md. Takes about an hour on 2 cores.
+# REQUESTS and TOKENS override the load for a quicker look (the table says what ran).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p rkv-cli
+RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
+OUT=bench/results
+mkdir -p "$OUT"
+$RKV fetch > /dev/null
+args=(--threads 2 --requests "${REQUESTS:-64}" --concurrency 64 --max-tokens "${TOKENS:-2048}"
+      --ignore-eos --kv-memory 256MiB --json)
+tmp=$(mktemp)
+{
+  python3 - "$RKV bench serve ${args[*]}" <<'PY'
+import json, subprocess, sys, datetime
+cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
+print(json.dumps({"command": sys.argv[1], "machine": machine,
+                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}))
+PY
+  echo "== R-KV 256 against FullKV" >&2
+  "$RKV" bench serve "${args[@]}" --kv-policy rkv --kv-budget 256 --compare-policy full
+  for b in 128 512 1024; do
+    echo "== R-KV $b" >&2
+    "$RKV" bench serve "${args[@]}" --kv-policy rkv --kv-budget "$b"
+  done
+} > "$tmp"
+mv "$tmp" "$OUT/serve.jsonl"
+python3 scripts/render_benchmarks.py
