@@ -4,7 +4,9 @@
 # the engine as `rkv serve` runs it, with 256 MiB of KV memory: R-KV at budget 256 against
 # FullKV in one invocation, then R-KV at budgets 128, 512 and 1024. Writes
 # bench/results/serve.jsonl and re-renders BENCHMARKS.md. Takes about an hour on 2 cores.
-# REQUESTS and TOKENS override the load for a quicker look (the table says what ran).
+# REQUESTS and TOKENS override the load for a quicker look, BUDGETS the budgets run
+# without FullKV (the table says what ran); APPEND=1 adds this run's block to the results
+# instead of replacing them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p rkv-cli
@@ -16,7 +18,7 @@ args=(--threads 2 --requests "${REQUESTS:-64}" --concurrency 64 --max-tokens "${
       --ignore-eos --kv-memory 256MiB --json)
 tmp=$(mktemp)
 {
-  python3 - "$RKV bench serve ${args[*]}" <<'PY'
+  python3 - "$RKV bench serve ${args[*]} --kv-policy rkv --kv-budget 256 --compare-policy full; then --kv-policy rkv --kv-budget B for B in: ${BUDGETS-128 512 1024}" <<'PY'
 import json, subprocess, sys, datetime
 cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
 machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
@@ -25,10 +27,14 @@ print(json.dumps({"command": sys.argv[1], "machine": machine,
 PY
   echo "== R-KV 256 against FullKV" >&2
   "$RKV" bench serve "${args[@]}" --kv-policy rkv --kv-budget 256 --compare-policy full
-  for b in 128 512 1024; do
+  for b in ${BUDGETS-128 512 1024}; do
     echo "== R-KV $b" >&2
     "$RKV" bench serve "${args[@]}" --kv-policy rkv --kv-budget "$b"
   done
 } > "$tmp"
-mv "$tmp" "$OUT/serve.jsonl"
+if [ "${APPEND:-0}" = 1 ] && [ -f "$OUT/serve.jsonl" ]; then
+  cat "$tmp" >> "$OUT/serve.jsonl" && rm "$tmp"
+else
+  mv "$tmp" "$OUT/serve.jsonl"
+fi
 python3 scripts/render_benchmarks.py

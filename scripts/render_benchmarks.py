@@ -307,42 +307,100 @@ def main():
 
 
 def serve_section():
-    """Many sequences under one memory bound: bench/results/serve.jsonl (scripts/bench_serve.sh)."""
+    """Many sequences under one memory bound: bench/results/serve.jsonl (scripts/bench_serve.sh).
+
+    The file holds one block per invocation of the script: a header line (command, machine,
+    date) and then one row per configuration; ratios are taken within a block.
+    """
     path = os.path.join(RES, "serve.jsonl")
     if not os.path.exists(path):
         return []
+    blocks = []
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if "command" in row:
+                blocks.append((row, []))
+            elif blocks:
+                blocks[-1][1].append(row)
+    blocks = [(h, rows) for h, rows in blocks if rows]
+    if not blocks:
+        return []
+    out = ["## Many sequences under one memory bound (serving)", "",
+           "Requests of MATH-500 problems with the R1 prompt (greedy, end-of-sequence ignored, so every request "
+           "generates exactly its `max_tokens`), all submitted at once, through the engine as `rkv serve` runs it. "
+           "A compressing request reserves `max(prompt, budget + buffer)` slots when admitted; FullKV requests "
+           "grow and the newest is preempted (and later recomputed) when memory runs out. Running sequences: the "
+           "mean over the run's wall time (sampled every 20 ms) and the peak. TTFT counts from submission, so it "
+           "includes the wait for admission. Ratios are against the FullKV row of the same invocation.", ""]
+    for head, rows in blocks:
+        full = next((r for r in rows if r["policy"] == "full"), None)
+        r0 = rows[0]
+        out += [f"Command: `{head['command']}`; machine: {head['machine']}; date: {head['date']}. "
+                f"{r0['requests']} requests of {r0['max_tokens']} generated tokens, at most {r0['concurrency']} in "
+                f"flight, {r0['kv_memory'] / 2**20:.0f} MiB of KV memory ({r0['kv_blocks_total']} blocks of 32 "
+                "slots)." + (" No FullKV row was measured in this invocation." if not full else ""), "",
+                "| policy | budget | generated tok/s | x FullKV | running, mean (peak) | x FullKV (mean) | "
+                "KV blocks peak | preemptions | TTFT p50 / p99 (s) | TPOT p50 / p99 (ms) |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            tps_ratio = f"{r['tokens_per_s'] / full['tokens_per_s']:.2f}" if full else ""
+            mean = r.get("mean_running", 0.0)
+            run_ratio = f"{mean / full['mean_running']:.1f}" if full and full.get("mean_running") else ""
+            out.append(f"| {policy_name(r['policy'])} | {r['budget'] if r['budget'] is not None else '-'} | "
+                       f"{r['tokens_per_s']:.1f} | {tps_ratio} | {mean:.1f} ({r['peak_running']}) | {run_ratio} | "
+                       f"{r['kv_blocks_peak']} / {r['kv_blocks_total']} | {r['preemptions']} | "
+                       f"{r['ttft_ms']['p50'] / 1e3:.1f} / {r['ttft_ms']['p99'] / 1e3:.1f} | "
+                       f"{r['tpot_ms']['p50']:.1f} / {r['tpot_ms']['p99']:.1f} |")
+        out.append("")
+    return out + serve_extras()
+
+
+def read_results(name):
+    path = os.path.join(RES, name)
+    if not os.path.exists(path):
+        return None, []
     with open(path) as f:
         rows = [json.loads(l) for l in f if l.strip()]
-    head, rows = rows[0], rows[1:]
-    if not rows:
-        return []
-    full = next((r for r in rows if r["policy"] == "full"), None)
-    r0 = rows[0]
-    out = ["## Many sequences under one memory bound (serving)", "",
-           f"Command: `{head['command']}` with `--kv-policy rkv --kv-budget 256 --compare-policy full`, "
-           "then `--kv-policy rkv --kv-budget B` for the other budgets (`scripts/bench_serve.sh`); "
-           f"machine: {head['machine']}; date: {head['date']}.", "",
-           f"{r0['requests']} requests of {r0['max_tokens']} generated tokens each (MATH-500 problems with the R1 "
-           f"prompt, greedy, end-of-sequence ignored), at most {r0['concurrency']} in flight, through the engine as "
-           f"`rkv serve` runs it, with {r0['kv_memory'] / 2**20:.0f} MiB of KV memory ({r0['kv_blocks_total']} "
-           "blocks of 32 slots). A compressing request reserves `max(prompt, budget + buffer)` slots when admitted; "
-           "FullKV requests grow and the newest is preempted (and later recomputed) when memory runs out. "
-           "Running sequences: the mean over the run's wall time (sampled every 20 ms) and the peak. "
-           "Ratios are against the FullKV row"
-           + (", measured in the same invocation as budget 256 and once for all budgets." if full else ".") , "",
-           "| policy | budget | generated tok/s | x FullKV | running, mean (peak) | x FullKV (mean) | KV blocks peak | "
-           "preemptions | TTFT p50 / p99 (s) | TPOT p50 / p99 (ms) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        tps_ratio = f"{r['tokens_per_s'] / full['tokens_per_s']:.2f}" if full else ""
-        mean = r.get("mean_running", 0.0)
-        run_ratio = f"{mean / full['mean_running']:.1f}" if full and full.get("mean_running") else ""
-        out.append(f"| {policy_name(r['policy'])} | {r['budget'] if r['budget'] is not None else '-'} | "
-                   f"{r['tokens_per_s']:.1f} | {tps_ratio} | {mean:.1f} ({r['peak_running']}) | {run_ratio} | "
-                   f"{r['kv_blocks_peak']} / {r['kv_blocks_total']} | {r['preemptions']} | "
-                   f"{r['ttft_ms']['p50'] / 1e3:.1f} / {r['ttft_ms']['p99'] / 1e3:.1f} | "
-                   f"{r['tpot_ms']['p50']:.1f} / {r['tpot_ms']['p99']:.1f} |")
-    out.append("")
+    return (rows[0], rows[1:]) if rows else (None, [])
+
+
+def serve_extras():
+    """serve_single.jsonl and samples.jsonl (scripts/bench_serve_extras.sh)."""
+    out = []
+    head, rows = read_results("serve_single.jsonl")
+    server = [1e3 / r["tpot_ms"]["p50"] for r in rows if r.get("kind") == "server" and r["tpot_ms"]["p50"] > 0]
+    gen = [r["decode_tokens_per_s"] for r in rows if r.get("kind") == "generate"]
+    if server and gen:
+        ratios = [a / b for a, b in zip(server, gen)]
+        out += ["## One request through the server against `rkv generate`", "",
+                f"Commands: `{head['command']}` (`scripts/bench_serve_extras.sh`), alternating, one round each; "
+                f"machine: {head['machine']}; date: {head['date']}. Decode tokens/s: the server's from the "
+                "streamed chunks' time per output token (1000 / TPOT p50), `generate`'s from its stats; the first "
+                "MATH-500 problem as the prompt (the server's with the R1 instruction appended).", "",
+                "| | decode tok/s | server / generate per round |", "|---|---|---|",
+                f"| `rkv serve` (HTTP, SSE) | {fmt(spread(server))} | {fmt(spread(ratios), 2)} |",
+                f"| `rkv generate` | {fmt(spread(gen))} | |", ""]
+    head, rows = read_results("samples.jsonl")
+    rows = [r["summary"] for r in rows if "summary" in r]
+    batched = [r["seconds"] for r in rows if r.get("batched")]
+    one = [r["seconds"] for r in rows if r.get("batched") is False]
+    if batched and one:
+        r0 = rows[0]
+        same = len({(r["pass_at_1"], r["generated_tokens"]) for r in rows}) == 1
+        out += ["## Parallel samples: `rkv eval math --samples 8`", "",
+                f"Command: `{head['command']}` (`scripts/bench_serve_extras.sh`), batched, one at a time, one at a "
+                f"time, batched; machine: {head['machine']}; date: {head['date']}. {r0['n_problems']} problems x "
+                f"{r0['samples']} samples of at most {r0['max_tokens']} tokens, sampled at temperature 0.6. Batched: "
+                "every problem is one request whose samples fork from one prefill of its prompt and share its "
+                "blocks; one at a time: each sample alone. "
+                + ("Both modes gave the same pass@1 and generated tokens in every run." if same
+                   else "The runs did not all agree on pass@1 and generated tokens."), "",
+                "| mode | wall seconds | one at a time / batched |", "|---|---|---|",
+                f"| batched | {fmt(spread(batched))} | {fmt(spread([o / b for o, b in zip(one, batched)]), 2)} |",
+                f"| one at a time | {fmt(spread(one))} | |", ""]
     return out
 
 

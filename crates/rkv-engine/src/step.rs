@@ -193,9 +193,10 @@ impl Engine {
             return Ok(());
         };
         let lg = &logits[row * vocab..(row + 1) * vocab];
-        let forks = std::mem::take(&mut s.forks);
         let tok = s.sampler.sample(lg);
+        // On error the samples still to fork fail with this sequence (`Engine::fail`).
         events.push(accept_token(&self.tokenizer, s, tok)?);
+        let forks = std::mem::take(&mut s.forks);
         self.totals.generated_tokens_total += 1;
         if !forks.is_empty() {
             self.fork(f.id, forks, lg, events);
@@ -213,7 +214,15 @@ impl Engine {
         lg: &[f32],
         events: &mut Vec<TokenEvent>,
     ) {
-        let per_sample = self.kv.reserved(parent).map(|r| r / (1 + forks.len()));
+        // Each sample reserves what one sample can hold; the request's admission reserved
+        // that for every sample, so the parent keeps one share.
+        let per_sample = match (self.kv.reserved(parent), self.seqs.get(&parent)) {
+            (Some(_), Some(p)) => Some(
+                RequestLimits::from_engine(&self.cfg, &self.model)
+                    .blocks_needed(&p.req, p.compression.config()),
+            ),
+            _ => None,
+        };
         for (id, params) in forks {
             let Some(p) = self.seqs.get(&parent) else {
                 self.failures.push((
@@ -261,6 +270,9 @@ impl Engine {
                 }
                 Err(e) => self.fail(id, e),
             }
+        }
+        if let Some(r) = per_sample {
+            self.kv.reserve(parent, r);
         }
     }
 

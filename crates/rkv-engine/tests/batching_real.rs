@@ -9,14 +9,14 @@ use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::{Engine, EngineConfig, GenerationRequest, KvDtype, SamplingParams};
 use rkv_model::WeightMode;
 
-const MAX_TOKENS: usize = 48;
+const MAX_TOKENS: usize = 32;
 
 fn rkv() -> CompressionConfig {
     CompressionConfig {
         policy: PolicyKind::RKv,
-        budget: 40,
-        buffer: 16,
-        window: 8,
+        budget: 24,
+        buffer: 8,
+        window: 4,
         ..CompressionConfig::default()
     }
 }
@@ -102,7 +102,10 @@ fn greedy_output_is_the_same_alone_batched_and_after_preemption() {
             .map(|p| {
                 let out = e.generate(request(p), Some(c), |_| {}).expect("solo");
                 if c.policy == PolicyKind::RKv {
-                    assert!(out.stats.compressions >= 1, "{name}: compress while decoding");
+                    assert!(
+                        out.stats.compressions >= 1,
+                        "{name}: compress while decoding"
+                    );
                 }
                 out.token_ids
             })
@@ -130,14 +133,29 @@ fn greedy_output_is_the_same_alone_batched_and_after_preemption() {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let c = if i % 2 == 0 { CompressionConfig::full() } else { rkv() };
-            e.generate(request(p), Some(c), |_| {}).expect("solo").token_ids
+            let c = if i % 2 == 0 {
+                CompressionConfig::full()
+            } else {
+                rkv()
+            };
+            e.generate(request(p), Some(c), |_| {})
+                .expect("solo")
+                .token_ids
         })
         .collect();
     let jobs: Vec<_> = prompts
         .iter()
         .enumerate()
-        .map(|(i, p)| (p.clone(), if i % 2 == 0 { CompressionConfig::full() } else { rkv() }))
+        .map(|(i, p)| {
+            (
+                p.clone(),
+                if i % 2 == 0 {
+                    CompressionConfig::full()
+                } else {
+                    rkv()
+                },
+            )
+        })
         .collect();
     let mut small = engine(22);
     let (outs, preempted) = together(&mut small, &jobs);

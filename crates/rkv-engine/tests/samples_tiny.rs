@@ -53,7 +53,10 @@ fn samples_of_one_prompt_match_separate_requests() {
                         .unwrap_or_else(|err| panic!("{tag} solo {i}: {err}"))
                 })
                 .collect();
-            assert_ne!(solo[0].token_ids, solo[1].token_ids, "{tag}: seeds should differ");
+            assert_ne!(
+                solo[0].token_ids, solo[1].token_ids,
+                "{tag}: seeds should differ"
+            );
             let ids = e
                 .add_request_n(request(&prompt, 40), Some(c), N)
                 .expect("add");
@@ -76,12 +79,24 @@ fn samples_of_one_prompt_match_separate_requests() {
                 assert!(steps < 1000, "{tag}: runaway");
             }
             assert_eq!(e.store().pool().n_free(), KV_BLOCKS, "{tag}: blocks back");
-            assert_eq!(e.counters().prompt_tokens_total as usize, PROMPT * (N + 1), "{tag}");
+            assert_eq!(
+                e.counters().prompt_tokens_total as usize,
+                PROMPT * (N + 1),
+                "{tag}"
+            );
             for (i, id) in ids.iter().enumerate() {
-                let out = e.take_output(*id).unwrap_or_else(|| panic!("{tag}: no output {i}"));
+                let out = e
+                    .take_output(*id)
+                    .unwrap_or_else(|| panic!("{tag}: no output {i}"));
                 assert_eq!(out.token_ids, solo[i].token_ids, "{tag}: sample {i}");
-                assert_eq!(out.stats.compressions, solo[i].stats.compressions, "{tag}: {i}");
-                assert_eq!(out.stats.evicted_tokens, solo[i].stats.evicted_tokens, "{tag}");
+                assert_eq!(
+                    out.stats.compressions, solo[i].stats.compressions,
+                    "{tag}: {i}"
+                );
+                assert_eq!(
+                    out.stats.evicted_tokens, solo[i].stats.evicted_tokens,
+                    "{tag}"
+                );
             }
         }
     }
