@@ -16,9 +16,10 @@ mkdir -p "$OUT"
 $RKV fetch > /dev/null
 args=(--threads 2 --requests "${REQUESTS:-64}" --concurrency 64 --max-tokens "${TOKENS:-2048}"
       --ignore-eos --kv-memory 256MiB --json)
+budgets=${BUDGETS-128 512 1024}
 tmp=$(mktemp)
 {
-  python3 - "$RKV bench serve ${args[*]} --kv-policy rkv --kv-budget 256 --compare-policy full; then --kv-policy rkv --kv-budget B for B in: ${BUDGETS-128 512 1024}" <<'PY'
+  python3 - "$RKV bench serve ${args[*]} --kv-policy rkv --kv-budget 256 --compare-policy full${budgets:+; then --kv-policy rkv --kv-budget B for B in: $budgets}" <<'PY'
 import json, subprocess, sys, datetime
 cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
 machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
@@ -27,7 +28,7 @@ print(json.dumps({"command": sys.argv[1], "machine": machine,
 PY
   echo "== R-KV 256 against FullKV" >&2
   "$RKV" bench serve "${args[@]}" --kv-policy rkv --kv-budget 256 --compare-policy full
-  for b in ${BUDGETS-128 512 1024}; do
+  for b in $budgets; do
     echo "== R-KV $b" >&2
     "$RKV" bench serve "${args[@]}" --kv-policy rkv --kv-budget "$b"
   done

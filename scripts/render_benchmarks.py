@@ -338,7 +338,8 @@ def serve_section():
     for head, rows in blocks:
         full = next((r for r in rows if r["policy"] == "full"), None)
         r0 = rows[0]
-        out += [f"Command: `{head['command']}`; machine: {head['machine']}; date: {head['date']}. "
+        cmd = re.sub(r"; then --kv-policy rkv --kv-budget B for B in: *$", "", head["command"])
+        out += [f"Command: `{cmd}`; machine: {head['machine']}; date: {head['date']}. "
                 f"{r0['requests']} requests of {r0['max_tokens']} generated tokens, at most {r0['concurrency']} in "
                 f"flight, {r0['kv_memory'] / 2**20:.0f} MiB of KV memory ({r0['kv_blocks_total']} blocks of 32 "
                 "slots)." + (" No FullKV row was measured in this invocation." if not full else ""), "",
