@@ -31,11 +31,12 @@ impl Engine {
     pub fn step(&mut self) -> Vec<TokenEvent> {
         let t0 = Instant::now();
         let plan = {
+            let limits = self.limits();
             let mut mem = EngineMemory {
                 store: &mut self.store,
                 kv: &mut self.kv,
                 seqs: &mut self.seqs,
-                limits: RequestLimits::from_engine(&self.cfg, &self.model),
+                limits,
                 prompt_tokens: 0,
             };
             let plan = self.sched.schedule(&mut mem);
@@ -217,10 +218,7 @@ impl Engine {
         // Each sample reserves what one sample can hold; the request's admission reserved
         // that for every sample, so the parent keeps one share.
         let per_sample = match (self.kv.reserved(parent), self.seqs.get(&parent)) {
-            (Some(_), Some(p)) => Some(
-                RequestLimits::from_engine(&self.cfg, &self.model)
-                    .blocks_needed(&p.req, p.compression.config()),
-            ),
+            (Some(_), Some(p)) => Some(self.limits().blocks_needed(&p.req, p.compression.config())),
             _ => None,
         };
         for (id, params) in forks {
@@ -288,21 +286,6 @@ impl Engine {
             if let Some(s) = self.retire(id) {
                 self.finished.insert(id, s);
             }
-        }
-    }
-}
-
-use crate::limits::RequestLimits;
-
-impl RequestLimits {
-    /// The limits of an engine of `cfg` running `model`.
-    pub(crate) fn from_engine(cfg: &crate::EngineConfig, model: &rkv_model::Transformer) -> Self {
-        RequestLimits {
-            vocab_size: model.config().vocab_size,
-            max_context: model.config().max_context,
-            n_blocks: cfg.kv_blocks,
-            block_size: cfg.block_size,
-            max_num_seqs: cfg.max_num_seqs,
         }
     }
 }
