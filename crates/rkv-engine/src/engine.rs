@@ -5,6 +5,7 @@
 //! outputs and failures, the engine-wide counters. Must not know: HTTP, CLI.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rkv_core::config::CompressionConfig;
 use rkv_model::{AttentionShape, LoadedModel, Tokenizer, Transformer};
@@ -14,7 +15,9 @@ use crate::error::{EngineError, Result};
 use crate::kv_manager::KvCacheManager;
 use crate::kv_store::{KvDtype, KvLayout, KvStore};
 use crate::limits::RequestLimits;
-use crate::request::{GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent};
+use crate::request::{
+    FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
+};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::scheduler::Scheduler;
 use crate::sequence::Sequence;
@@ -263,6 +266,20 @@ impl Engine {
         &mut self,
         req: GenerationRequest,
         compression: Option<CompressionConfig>,
+        on_event: impl FnMut(&TokenEvent),
+    ) -> Result<GenerationOutput> {
+        self.generate_until(req, compression, &AtomicBool::new(false), on_event)
+    }
+
+    /// [`Engine::generate`] that stops early once `cancel` is set (checked after every
+    /// step, so within one forward): the output then holds what was generated so far,
+    /// with [`FinishReason::Cancelled`]. `cancel` may be set from another thread (a signal
+    /// handler) or from `on_event` itself (a reader that went away).
+    pub fn generate_until(
+        &mut self,
+        req: GenerationRequest,
+        compression: Option<CompressionConfig>,
+        cancel: &AtomicBool,
         mut on_event: impl FnMut(&TokenEvent),
     ) -> Result<GenerationOutput> {
         let id = self.add_request(req, compression)?;
@@ -284,10 +301,29 @@ impl Engine {
                 others.push((sid, err));
             }
             self.failures.extend(others);
+            if cancel.load(Ordering::Relaxed) {
+                return self.cancel(id).ok_or(EngineError::UnknownSequence(id));
+            }
             if !self.seqs.contains_key(&id) {
                 return Err(EngineError::UnknownSequence(id));
             }
         }
+    }
+
+    /// Ends a sequence now, returning its blocks and what it generated so far with
+    /// [`FinishReason::Cancelled`] (a sequence that had already finished keeps its own
+    /// reason). `None` for an unknown id.
+    pub fn cancel(&mut self, id: SeqId) -> Option<GenerationOutput> {
+        if let Some(out) = self.take_output(id) {
+            return Some(out);
+        }
+        let s = self.retire(id)?;
+        Some(GenerationOutput {
+            token_ids: s.generated,
+            text: s.text,
+            finish_reason: FinishReason::Cancelled,
+            stats: s.stats,
+        })
     }
 
     /// Drops a sequence (waiting, running, preempted or finished), returning its blocks;

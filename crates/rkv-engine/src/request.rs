@@ -31,6 +31,8 @@ pub enum FinishReason {
     Stop,
     /// `max_tokens` reached.
     Length,
+    /// Stopped by the caller before either ([`crate::Engine::generate_until`]).
+    Cancelled,
 }
 
 impl FinishReason {
@@ -38,6 +40,7 @@ impl FinishReason {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
+            FinishReason::Cancelled => "cancelled",
         }
     }
 }
