@@ -9,6 +9,7 @@ use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::{EngineConfig, KvDtype, SamplingParams};
 use rkv_model::{LoadedModel, WeightMode};
 
+use crate::exit::usage;
 use crate::fetch;
 
 #[derive(Args, Debug, Clone)]
@@ -20,7 +21,7 @@ pub struct ModelArgs {
     #[arg(long, default_value = "native", value_parser = ["native", "f32"])]
     pub dtype: String,
     /// Worker threads (default: all cores)
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole::<1, usize>)]
     pub threads: Option<usize>,
 }
 
@@ -39,7 +40,9 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
     let mut builder = rayon::ThreadPoolBuilder::new();
     if let Some(n) = threads {
         if n == 0 || n > MAX_THREADS {
-            anyhow::bail!("--threads must be between 1 and {MAX_THREADS}, got {n}");
+            return Err(usage!(
+                "--threads must be between 1 and {MAX_THREADS}, got {n}"
+            ));
         }
         builder = builder.num_threads(n);
     }
@@ -48,16 +51,24 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
 
 impl ModelArgs {
     pub fn load(&self) -> Result<LoadedModel> {
-        let path = match &self.model {
-            Some(p) => p.clone(),
-            None => fetch::ensure_default_model()?,
-        };
         let mode = match self.dtype.as_str() {
             "f32" => WeightMode::F32,
             _ => WeightMode::Native,
         };
-        rkv_model::load(&path, mode)
-            .with_context(|| format!("cannot load model {}", path.display()))
+        match &self.model {
+            Some(path) => rkv_model::load(path, mode)
+                .with_context(|| format!("cannot load model {}", path.display())),
+            None => {
+                let path = fetch::ensure_default_model()?;
+                rkv_model::load(&path, mode).with_context(|| {
+                    format!(
+                        "cannot load the cached default model {} (damaged? run `rkv fetch`, \
+                         which checks it and downloads it again)",
+                        path.display()
+                    )
+                })
+            }
+        }
     }
 }
 
@@ -70,7 +81,7 @@ pub struct KvArgs {
     #[arg(long, default_value = "full")]
     pub kv_policy: String,
     /// Slots kept per layer and KV head after a compression (window included)
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, allow_negative_numbers = true, value_parser = whole::<0, usize>)]
     pub kv_budget: usize,
     #[command(flatten)]
     pub tuning: PolicyTuning,
@@ -80,16 +91,16 @@ pub struct KvArgs {
 #[derive(Args, Debug, Clone)]
 pub struct PolicyTuning {
     /// Slots that accumulate above the budget before compressing
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, allow_negative_numbers = true, value_parser = whole::<0, usize>)]
     pub kv_buffer: usize,
     /// Observation window (most recent tokens whose queries score the cache)
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true, value_parser = whole::<0, usize>)]
     pub kv_window: usize,
     /// R-KV mixing weight: score = lambda * importance - (1 - lambda) * redundancy
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub rkv_lambda: f32,
     /// R-KV cosine threshold for the latest similar slot
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub rkv_threshold: f32,
 }
 
@@ -106,7 +117,7 @@ impl PolicyTuning {
             ..CompressionConfig::default()
         };
         cfg.validate_if_compressing()
-            .map_err(|e| anyhow::anyhow!("{policy} at budget {budget}: {e}"))?;
+            .map_err(|e| usage!("{policy} at budget {budget}: {e}"))?;
         Ok(cfg)
     }
 }
@@ -124,7 +135,7 @@ impl KvArgs {
     /// The configuration of policy `name` (given by the flag `flag`) at this budget and
     /// tuning.
     pub fn compression_for(&self, flag: &str, name: &str) -> Result<CompressionConfig> {
-        let policy: PolicyKind = name.parse().map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        let policy: PolicyKind = name.parse().map_err(|e| usage!("{flag}: {e}"))?;
         self.tuning.config(policy, self.kv_budget)
     }
 }
@@ -132,14 +143,14 @@ impl KvArgs {
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
     /// 0 = greedy
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub temperature: f32,
     /// 0 = off
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = whole::<0, usize>)]
     pub top_k: usize,
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub top_p: f32,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = whole::<0, u64>)]
     pub seed: u64,
 }
 
@@ -151,6 +162,13 @@ impl SamplingArgs {
             top_p: self.top_p,
             seed: self.seed,
         }
+    }
+
+    /// The sampling parameters, checked (a bad one is a usage error).
+    pub fn checked(&self) -> Result<SamplingParams> {
+        let p = self.params();
+        p.validate().map_err(|e| usage!("{e}"))?;
+        Ok(p)
     }
 }
 
@@ -187,7 +205,9 @@ impl EngineArgs {
             );
         }
         if self.max_num_seqs == 0 || self.max_batch_tokens == 0 {
-            anyhow::bail!("--max-num-seqs and --max-batch-tokens must be at least 1");
+            return Err(usage!(
+                "--max-num-seqs and --max-batch-tokens must be at least 1"
+            ));
         }
         Ok(EngineConfig {
             kv_dtype: kv.kv_dtype(),
@@ -198,6 +218,31 @@ impl EngineArgs {
             ..default
         })
     }
+}
+
+/// A whole number of at least `MIN`, as a value parser: `0` or `-1` (with
+/// `allow_negative_numbers`) get a message naming the range instead of clap's "invalid
+/// digit" or "unexpected argument".
+pub fn whole<const MIN: u64, T: TryFrom<u64>>(s: &str) -> std::result::Result<T, String> {
+    let n: i128 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number"))?;
+    if n < i128::from(MIN) {
+        return Err(format!("must be at least {MIN}, got {n}"));
+    }
+    u64::try_from(n)
+        .ok()
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| format!("{n} is too large"))
+}
+
+/// A value that must not be empty, as a value parser (`--stop ""` would stop at once).
+pub fn non_empty(s: &str) -> std::result::Result<String, String> {
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    Ok(s.to_string())
 }
 
 /// A byte count: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
@@ -258,7 +303,7 @@ pub fn engine_config(
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::{parse_bytes, whole};
 
     #[test]
     fn sizes_parse_with_units_and_bad_ones_are_refused() {
@@ -270,5 +315,21 @@ mod tests {
         for bad in ["", "MiB", "12XB", "-3MiB", "0", "1e999GiB"] {
             assert!(parse_bytes(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn whole_numbers_name_their_range() {
+        assert_eq!(whole::<1, usize>("64"), Ok(64));
+        assert_eq!(whole::<0, u64>("0"), Ok(0));
+        assert_eq!(
+            whole::<1, usize>("-1"),
+            Err("must be at least 1, got -1".into())
+        );
+        assert_eq!(
+            whole::<1, usize>("0"),
+            Err("must be at least 1, got 0".into())
+        );
+        assert!(whole::<1, usize>("x").is_err());
+        assert!(whole::<0, u64>("99999999999999999999999").is_err());
     }
 }

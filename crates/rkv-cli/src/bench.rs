@@ -8,6 +8,8 @@ use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqSta
 use serde_json::json;
 
 use crate::args::{engine_config, peak_rss_bytes, KvArgs, ModelArgs};
+use crate::exit::usage;
+use crate::out::outln;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
@@ -128,7 +130,9 @@ pub(crate) fn summary_json((median, min, max): (f64, f64, f64)) -> serde_json::V
 
 fn decode(a: DecodeArgs) -> Result<()> {
     if a.tokens == 0 || a.repeat == 0 || a.depths.is_empty() {
-        bail!("--tokens, --repeat and --depths must be non-empty and positive");
+        return Err(usage!(
+            "--tokens, --repeat and --depths must be non-empty and positive"
+        ));
     }
     let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
     let compression = runs[0].1;
@@ -230,7 +234,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         });
         if a.json {
             for row in &rows {
-                println!("{row}");
+                outln!("{row}")?;
             }
             if let Some((speed, event)) = paired {
                 let row = json!({
@@ -241,31 +245,31 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     "decode_speed_ratio": summary_json(speed),
                     "event_ms_ratio": event.map(summary_json),
                 });
-                println!("{row}");
+                outln!("{row}")?;
             }
         } else {
             for ((policy, _), m) in runs.iter().zip(&measured) {
-                print_text(depth, policy, m, a.repeat, a.tokens);
+                print_text(depth, policy, m, a.repeat, a.tokens)?;
             }
             if let Some(((sm, slo, shi), event)) = paired {
                 let (p, q) = (&runs[0].0, &runs[1].0);
                 if a.interleave {
-                    println!("              (interleaved: one forward of each policy in turn)");
+                    outln!("              (interleaved: one forward of each policy in turn)")?;
                 }
-                println!(
+                outln!(
                     "              {p} / {q} per repeat: decode speed {sm:.2} (min {slo:.2}, max {shi:.2})"
-                );
+                )?;
                 if let Some((em, elo, ehi)) = event {
-                    println!(
+                    outln!(
                         "              {p} / {q} per repeat: one event {em:.2} (min {elo:.2}, max {ehi:.2})"
-                    );
+                    )?;
                 }
             }
         }
     }
     if !a.json {
         if let Some(rss) = peak_rss_bytes() {
-            println!("peak RSS {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
+            outln!("peak RSS {:.1} MiB", rss as f64 / (1024.0 * 1024.0))?;
         }
     }
     Ok(())
@@ -348,20 +352,27 @@ impl Measured {
     }
 }
 
-fn print_text(depth: usize, policy: &str, m: &Measured, repeat: usize, tokens: usize) {
+fn print_text(
+    depth: usize,
+    policy: &str,
+    m: &Measured,
+    repeat: usize,
+    tokens: usize,
+) -> std::io::Result<()> {
     let (med, min, max) = stats(&m.tps);
     let (pmed, pmin, pmax) = stats(&m.prefill_tps);
-    println!(
+    outln!(
         "depth {depth:>6} {policy}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {repeat} x {tokens} tokens, \
          prefill {pmed:.1} tok/s (min {pmin:.1}, max {pmax:.1}), kv_bytes_peak {}",
         m.kv_bytes
-    );
+    )?;
     if let (Some(e), Some(c)) = (m.events(), m.compactions()) {
         let ((em, elo, ehi), (cm, clo, chi)) = (stats(e), stats(c));
-        println!(
+        outln!(
             "              {} compressions, {em:.2} ms per event (min {elo:.2}, max {ehi:.2}), \
              of which compaction {cm:.2} ms (min {clo:.2}, max {chi:.2})",
             m.compressions
-        );
+        )?;
     }
+    Ok(())
 }

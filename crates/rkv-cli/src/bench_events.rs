@@ -18,6 +18,8 @@ use serde_json::json;
 use crate::args::{engine_config, KvArgs, ModelArgs};
 use crate::bench::{alternating, policy_runs, ratio_stats, stats, summary_json};
 use crate::eval::fidelity::{read_traces, trace_tokens};
+use crate::exit::usage;
+use crate::out::outln;
 
 #[derive(Args, Debug)]
 pub struct EventsArgs {
@@ -61,11 +63,13 @@ struct Events {
 
 pub fn run(a: EventsArgs) -> Result<()> {
     if a.repeat == 0 || a.limit == 0 {
-        bail!("--repeat and --limit must be positive");
+        return Err(usage!("--repeat and --limit must be positive"));
     }
     let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
     if let Some((name, _)) = runs.iter().find(|(_, c)| c.policy == PolicyKind::Full) {
-        bail!("policy `{name}` never compresses: there is no event to time");
+        return Err(usage!(
+            "policy `{name}` never compresses: there is no event to time"
+        ));
     }
     let traces = read_traces(&a.traces, Some(a.limit))?;
     let model = a.model.load()?;
@@ -119,13 +123,13 @@ pub fn run(a: EventsArgs) -> Result<()> {
                 "event_ms": summary_json((em, elo, ehi)),
                 "compact_ms": summary_json((cm, clo, chi)),
             });
-            println!("{row}");
+            outln!("{row}")?;
         } else {
-            println!(
+            outln!(
                 "{policy}: {} events over {} traces ({tokens} tokens), {em:.2} ms per event (min {elo:.2}, max {ehi:.2}), of which compaction {cm:.2} ms (min {clo:.2}, max {chi:.2})",
                 m.compressions,
                 inputs.len()
-            );
+            )?;
         }
     }
     if let Some(r) = ratio {
@@ -136,10 +140,10 @@ pub fn run(a: EventsArgs) -> Result<()> {
                 "policies": [p, q],
                 "event_ms_ratio": summary_json(r),
             });
-            println!("{row}");
+            outln!("{row}")?;
         } else {
             let (rm, rlo, rhi) = r;
-            println!("{p} / {q} per repeat: one event {rm:.2} (min {rlo:.2}, max {rhi:.2})");
+            outln!("{p} / {q} per repeat: one event {rm:.2} (min {rlo:.2}, max {rhi:.2})")?;
         }
     }
     Ok(())

@@ -23,6 +23,8 @@ use serde_json::json;
 use crate::args::{EngineArgs, KvArgs, ModelArgs};
 use crate::bench::policy_runs;
 use crate::eval::math::prompt_text;
+use crate::exit::usage;
+use crate::out::outln;
 
 #[path = "bench_serve_http.rs"]
 mod http;
@@ -115,7 +117,9 @@ struct Outcome {
 
 pub fn run(a: ServeBenchArgs) -> Result<()> {
     if a.requests == 0 || a.concurrency == 0 || a.max_tokens == 0 {
-        bail!("--requests, --concurrency and --max-tokens must be at least 1");
+        return Err(usage!(
+            "--requests, --concurrency and --max-tokens must be at least 1"
+        ));
     }
     let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
     if let Some(url) = &a.url {
@@ -125,7 +129,7 @@ pub fn run(a: ServeBenchArgs) -> Result<()> {
         drop(model);
         for (name, comp) in &runs {
             let out = http::drive(url, &a, &texts, name, comp)?;
-            report(&a, name, comp, &out);
+            report(&a, name, comp, &out)?;
         }
         return Ok(());
     }
@@ -145,7 +149,7 @@ pub fn run(a: ServeBenchArgs) -> Result<()> {
         )?;
         let out = drive(&handle, &a, &prompts, name);
         handle.shutdown();
-        report(&a, name, comp, &out?);
+        report(&a, name, comp, &out?)?;
     }
     Ok(())
 }
@@ -346,13 +350,18 @@ fn quantile(xs: &[f64], q: f64) -> f64 {
     v[rank - 1]
 }
 
-fn report(a: &ServeBenchArgs, name: &str, comp: &CompressionConfig, o: &Outcome) {
+fn report(
+    a: &ServeBenchArgs,
+    name: &str,
+    comp: &CompressionConfig,
+    o: &Outcome,
+) -> std::io::Result<()> {
     let budget = (comp.policy != PolicyKind::Full).then_some(comp.budget);
     let tps = o.generated as f64 / o.seconds.max(1e-9);
     let (t50, t99) = (quantile(&o.ttft_ms, 0.5), quantile(&o.ttft_ms, 0.99));
     let (p50, p99) = (quantile(&o.tpot_ms, 0.5), quantile(&o.tpot_ms, 0.99));
     if a.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "policy": name,
@@ -374,9 +383,9 @@ fn report(a: &ServeBenchArgs, name: &str, comp: &CompressionConfig, o: &Outcome)
                 "ttft_ms": {"p50": t50, "p99": t99},
                 "tpot_ms": {"p50": p50, "p99": p99},
             })
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "{name} budget {}: {} requests, {} tokens in {:.1} s = {tps:.1} tok/s; peak running {}; KV blocks peak {}/{}; preemptions {}; TTFT p50 {t50:.0} ms p99 {t99:.0} ms; TPOT p50 {p50:.1} ms p99 {p99:.1} ms",
             budget.map_or_else(|| "none".into(), |b| b.to_string()),
             a.requests,
@@ -386,6 +395,7 @@ fn report(a: &ServeBenchArgs, name: &str, comp: &CompressionConfig, o: &Outcome)
             o.blocks_peak,
             o.blocks_total,
             o.preemptions,
-        );
+        )?;
     }
+    Ok(())
 }

@@ -1,15 +1,24 @@
 //! `rkv generate`: one prompt in, streamed text out, with a stats line.
+//!
+//! Owns the prompt (`--prompt`, `--prompt-file`, `-` for standard input), the stop rules
+//! and how a generation ends early: SIGINT stops it at the next step, reports the stats
+//! so far (`finish_reason` "cancelled") and exits 130; a closed standard output stops it
+//! at the next token and exits quietly (see [`crate::exit`]).
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
-use rkv_engine::{fits_context, Engine, GenerationOutput, GenerationRequest};
+use rkv_engine::{fits_context, Engine, FinishReason, GenerationOutput, GenerationRequest};
 use rkv_model::chat_template::ChatMessage;
 use serde_json::json;
 
-use crate::args::{engine_config, KvArgs, ModelArgs, SamplingArgs};
+use crate::args::{engine_config, non_empty, whole, KvArgs, ModelArgs, SamplingArgs};
+use crate::exit::{usage, Interrupted};
+use crate::interrupt;
+use crate::out::{self, outln};
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -18,19 +27,20 @@ pub struct GenerateArgs {
     /// The prompt text
     #[arg(long, conflicts_with = "prompt_file")]
     pub prompt: Option<String>,
-    /// Read the prompt from a file
+    /// Read the prompt from a file (`-`: standard input)
     #[arg(long)]
     pub prompt_file: Option<PathBuf>,
     /// Render the prompt as a user message with the model's chat template
     #[arg(long)]
     pub chat: bool,
-    #[arg(long, default_value_t = 256)]
+    /// Most tokens to generate
+    #[arg(long, default_value_t = 256, allow_negative_numbers = true, value_parser = whole::<1, usize>)]
     pub max_tokens: usize,
     /// Generate exactly --max-tokens tokens, through end-of-sequence tokens
     #[arg(long)]
     pub ignore_eos: bool,
-    /// Stop when the text contains this string (repeatable)
-    #[arg(long)]
+    /// Stop when the text contains this string (repeatable; not empty)
+    #[arg(long, value_parser = non_empty)]
     pub stop: Vec<String>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -41,21 +51,36 @@ pub struct GenerateArgs {
     pub json: bool,
 }
 
-pub fn run(a: GenerateArgs) -> Result<()> {
+/// The prompt text of `--prompt` or `--prompt-file` (`-`: standard input).
+fn prompt_text(a: &GenerateArgs) -> Result<String> {
     let text = match (&a.prompt, &a.prompt_file) {
         (Some(p), _) => p.clone(),
+        (None, Some(f)) if f == Path::new("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("cannot read the prompt from standard input")?;
+            s
+        }
         (None, Some(f)) => std::fs::read_to_string(f)
             .with_context(|| format!("cannot read prompt file {}", f.display()))?,
-        (None, None) => bail!("give a prompt with --prompt TEXT or --prompt-file FILE"),
+        (None, None) => {
+            return Err(usage!(
+                "give a prompt with --prompt TEXT or --prompt-file FILE"
+            ))
+        }
     };
     if text.trim().is_empty() {
-        bail!("the prompt is empty");
+        return Err(usage!("the prompt is empty"));
     }
-    if a.max_tokens == 0 {
-        bail!("--max-tokens must be at least 1");
-    }
+    Ok(text)
+}
+
+pub fn run(a: GenerateArgs) -> Result<()> {
+    let text = prompt_text(&a)?;
     let compression = a.kv.compression()?;
-    a.sampling.params().validate()?;
+    let sampling = a.sampling.checked()?;
+    let interrupted = interrupt::watch()?;
     let model = a.model.load()?;
     let rendered = if a.chat {
         model
@@ -67,14 +92,14 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let prompt = model.tokenizer.encode(&rendered)?;
     let req = GenerationRequest {
         prompt,
-        sampling: a.sampling.params(),
+        sampling,
         max_tokens: a.max_tokens,
         ignore_eos: a.ignore_eos,
         stop: a.stop.clone(),
     };
     let max_ctx = model.transformer.config().max_context;
     if !fits_context(req.prompt.len(), req.max_tokens, max_ctx) {
-        bail!(
+        anyhow::bail!(
             "prompt of {} tokens plus --max-tokens {} exceeds the model's context of {max_ctx} tokens",
             req.prompt.len(),
             req.max_tokens
@@ -86,20 +111,31 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         req.prompt.len() + req.max_tokens,
     );
     let mut engine = Engine::new(model, cfg)?;
-    let json = a.json;
-    let mut stdout = std::io::stdout().lock();
-    let out = engine.generate(req, None, |ev| {
-        if !json {
-            let _ = stdout.write_all(ev.text.as_bytes());
-            let _ = stdout.flush();
+    // Set by SIGINT (the watcher) or by the first failed write (a closed stdout).
+    let stop = &*interrupted;
+    let mut write_error = None;
+    let out = engine.generate_until(req, None, stop, |ev| {
+        if a.json || write_error.is_some() {
+            return;
+        }
+        if let Err(e) = out::text(&ev.text) {
+            write_error = Some(e);
+            stop.store(true, Ordering::Relaxed);
         }
     })?;
-    drop(stdout);
-    report(&out, json);
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    report(&out, a.json)?;
+    if out.finish_reason == FinishReason::Cancelled {
+        return Err(Interrupted.into());
+    }
     Ok(())
 }
 
-fn report(out: &GenerationOutput, json: bool) {
+/// The result on stdout (`--json`), or the end of the streamed line and the stats line on
+/// stderr.
+fn report(out: &GenerationOutput, json: bool) -> std::io::Result<()> {
     let s = &out.stats;
     if json {
         let v = json!({
@@ -119,20 +155,20 @@ fn report(out: &GenerationOutput, json: bool) {
                 "evicted_tokens": s.evicted_tokens,
             }
         });
-        println!("{v}");
-    } else {
-        println!();
-        eprintln!(
-            "prompt_tokens={} generated_tokens={} prefill={:.1} tok/s decode={:.1} tok/s kv_bytes_peak={} kv_slots_peak={} compressions={} evicted_tokens={} finish={}",
-            s.prompt_tokens,
-            s.generated_tokens,
-            s.prefill_tokens_per_s(),
-            s.decode_tokens_per_s(),
-            s.kv_bytes_peak,
-            s.kv_slots_peak,
-            s.compressions,
-            s.evicted_tokens,
-            out.finish_reason.as_str()
-        );
+        return outln!("{v}");
     }
+    let line_end = outln!();
+    eprintln!(
+        "prompt_tokens={} generated_tokens={} prefill={:.1} tok/s decode={:.1} tok/s kv_bytes_peak={} kv_slots_peak={} compressions={} evicted_tokens={} finish={}",
+        s.prompt_tokens,
+        s.generated_tokens,
+        s.prefill_tokens_per_s(),
+        s.decode_tokens_per_s(),
+        s.kv_bytes_peak,
+        s.kv_slots_peak,
+        s.compressions,
+        s.evicted_tokens,
+        out.finish_reason.as_str()
+    );
+    line_end
 }

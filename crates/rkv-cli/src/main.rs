@@ -1,13 +1,16 @@
 //! `rkv`: the one binary. The only place that reads the environment and command line;
-//! everything below gets typed, validated configuration.
+//! everything below gets typed, validated configuration. Exit statuses: [`exit`].
 
 mod args;
 mod bench;
 mod bench_events;
 mod bench_serve;
 mod eval;
+mod exit;
 mod fetch;
 mod generate;
+mod interrupt;
+mod out;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -59,7 +62,8 @@ impl Cmd {
         match self {
             Cmd::Generate(a) => generate::run(a),
             Cmd::Fetch { force } => {
-                fetch::fetch_default_model(force).map(|p| println!("{}", p.display()))
+                let path = fetch::fetch_default_model(force)?;
+                Ok(out::outln!("{}", path.display())?)
             }
             Cmd::Bench(b) => bench::run(b),
             Cmd::Eval(e) => eval::run(e),
@@ -72,8 +76,11 @@ fn main() {
     let cli = Cli::parse();
     let res = args::thread_pool(cli.cmd.threads()).and_then(|pool| pool.install(|| cli.cmd.run()));
     if let Err(e) = res {
-        let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-        eprintln!("error: {}", msg.join(": "));
-        std::process::exit(1);
+        let (code, say) = exit::status(&e);
+        if say {
+            let msg: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("error: {}", msg.join(": "));
+        }
+        std::process::exit(code);
     }
 }

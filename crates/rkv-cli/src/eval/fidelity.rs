@@ -17,6 +17,8 @@ use rkv_model::chat_template::ChatMessage;
 use serde::Serialize;
 
 use crate::args::{engine_config, ModelArgs, PolicyTuning};
+use crate::exit::usage;
+use crate::out::outln;
 
 #[derive(Args, Debug)]
 pub struct FidelityArgs {
@@ -160,9 +162,11 @@ fn argmax(x: &[f32]) -> usize {
 pub fn run(a: FidelityArgs) -> Result<()> {
     let mut configs = Vec::new();
     for p in &a.policies {
-        let policy: PolicyKind = p.parse().map_err(|e| anyhow::anyhow!("--policies: {e}"))?;
+        let policy: PolicyKind = p.parse().map_err(|e| usage!("--policies: {e}"))?;
         if policy == PolicyKind::Full {
-            bail!("--policies: `full` is the baseline every policy is compared with");
+            return Err(usage!(
+                "--policies: `full` is the baseline every policy is compared with"
+            ));
         }
         for &budget in &a.budgets {
             let cfg = a.tuning.config(policy, budget)?;
@@ -170,7 +174,7 @@ pub fn run(a: FidelityArgs) -> Result<()> {
         }
     }
     if configs.is_empty() {
-        bail!("give at least one policy and one budget");
+        return Err(usage!("give at least one policy and one budget"));
     }
     let traces = read_traces(&a.traces, a.limit)?;
     let model = a.model.load()?;
@@ -225,7 +229,7 @@ pub fn run(a: FidelityArgs) -> Result<()> {
                 kv_slots_peak: st.kv_slots_peak,
             };
             if a.json {
-                bar.suspend(|| println!("{}", serde_json::to_string(&row).unwrap_or_default()));
+                bar.suspend(|| outln!("{}", serde_json::to_string(&row).unwrap_or_default()))?;
             }
             rows.push(row);
             bar.inc(1);
@@ -234,14 +238,21 @@ pub fn run(a: FidelityArgs) -> Result<()> {
     bar.finish_and_clear();
     let summary = summarise(&rows, &configs);
     if a.json {
-        println!("{}", serde_json::json!({ "summary": summary }));
+        outln!("{}", serde_json::json!({ "summary": summary }))?;
     } else {
-        println!(
+        outln!(
             "{:<13} {:>6} {:>8} {:>10} {:>8} {:>9} {:>10} {:>8}",
-            "policy", "budget", "tokens", "kl_mean", "top1", "nll_mean", "nll_delta", "kv_peak"
-        );
+            "policy",
+            "budget",
+            "tokens",
+            "kl_mean",
+            "top1",
+            "nll_mean",
+            "nll_delta",
+            "kv_peak"
+        )?;
         for r in &summary {
-            println!(
+            outln!(
                 "{:<13} {:>6} {:>8} {:>10.5} {:>8.4} {:>9.4} {:>10.5} {:>8}",
                 r.policy,
                 r.budget,
@@ -251,7 +262,7 @@ pub fn run(a: FidelityArgs) -> Result<()> {
                 r.nll_mean,
                 r.nll_delta,
                 r.kv_slots_peak
-            );
+            )?;
         }
     }
     if let Some(path) = &a.plot {

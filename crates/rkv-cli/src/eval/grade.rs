@@ -3,6 +3,7 @@
 use std::io::BufReader;
 use std::path::PathBuf;
 
+use crate::out::outln;
 use anyhow::{Context, Result};
 use clap::Args;
 use rkv_eval::grade::grade_outputs;
@@ -24,25 +25,25 @@ pub fn run(a: GradeArgs) -> Result<()> {
         .with_context(|| format!("cannot grade {}", a.outputs.display()))?;
     if a.json {
         for line in report.to_json_lines() {
-            println!("{line}");
+            outln!("{line}")?;
         }
         return Ok(());
     }
     for v in &report.lines {
-        println!(
+        outln!(
             "{:>5}  {}  extracted={:?}  gold={:?}",
             v.index,
             if v.correct { "correct" } else { "wrong  " },
             v.extracted.as_deref().unwrap_or(""),
             v.gold
-        );
+        )?;
     }
     let s = report.summary();
-    println!(
+    outln!(
         "accuracy {:.4} ({} of {})",
         s.accuracy,
         report.n_correct(),
         s.n
-    );
+    )?;
     Ok(())
 }

@@ -22,6 +22,8 @@ use rkv_model::chat_template::ChatMessage;
 use serde_json::json;
 
 use crate::args::{EngineArgs, KvArgs, ModelArgs};
+use crate::exit::usage;
+use crate::out::outln;
 
 /// The instruction appended to every problem (the R1 evaluation prompt).
 pub const R1_SUFFIX: &str =
@@ -77,13 +79,13 @@ pub fn prompt_text(problem: &str) -> String {
 
 pub fn run(a: MathArgs) -> Result<()> {
     if a.samples == 0 {
-        bail!("--samples must be at least 1");
+        return Err(usage!("--samples must be at least 1"));
     }
     if a.limit == Some(0) {
-        bail!("--limit must be at least 1");
+        return Err(usage!("--limit must be at least 1"));
     }
     if a.max_tokens == 0 {
-        bail!("--max-tokens must be at least 1");
+        return Err(usage!("--max-tokens must be at least 1"));
     }
     let compression = a.kv.compression()?;
     // FullKV keeps everything: no budget to report.
@@ -106,7 +108,7 @@ pub fn run(a: MathArgs) -> Result<()> {
         Some(p) => Box::new(BufWriter::new(
             File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
         )),
-        None => Box::new(std::io::stdout().lock()),
+        None => Box::new(crate::out::Stdout),
     };
 
     let model = a.model.load()?;
@@ -202,7 +204,7 @@ pub fn run(a: MathArgs) -> Result<()> {
         if secs > 0.0 { generated_tokens as f64 / secs } else { 0.0 },
     );
     if a.json {
-        println!(
+        outln!(
             "{}",
             json!({"summary": {
                 "pass_at_1": pass_at_1,
@@ -216,7 +218,7 @@ pub fn run(a: MathArgs) -> Result<()> {
                 "seconds": secs,
                 "batched": !a.one_at_a_time,
             }})
-        );
+        )?;
     }
     Ok(())
 }
