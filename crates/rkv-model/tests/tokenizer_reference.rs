@@ -2,8 +2,10 @@
 //! (SmolLM2-135M-Instruct Q4_1 GGUF): rendered prompts, prompt token ids and decoded
 //! generations of `shared/reference/*_greedy.jsonl` must match exactly.
 //!
-//! Needs the model (`rkv fetch`, or RKV_MODEL_PATH) and the reference files
-//! (RKV_REFERENCE_DIR); fails, with a message saying what is missing, when they are absent.
+//! Needs the model (`rkv fetch`, or RKV_MODEL_PATH); fails, saying so, when it is absent.
+//! The reference files come from `$RKV_REFERENCE_DIR` (default `shared/reference` beside
+//! the workspace), else from the copies committed in `tests/data/` (the same files,
+//! 30 KB), and the test says which it read.
 
 use std::path::PathBuf;
 
@@ -50,13 +52,28 @@ fn load_tokenizer() -> Tokenizer {
     Tokenizer::from_gguf(&content).expect("build tokenizer from GGUF")
 }
 
+/// `name` in the reference folder, else its committed copy; says which.
+fn reference_file(name: &str) -> PathBuf {
+    let shared = reference_dir().join(name);
+    if shared.exists() {
+        println!("reference: {}", shared.display());
+        return shared;
+    }
+    let local = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data")).join(name);
+    println!(
+        "reference: {} is missing; using the committed copy {}",
+        shared.display(),
+        local.display()
+    );
+    local
+}
+
 fn load_reference(name: &str) -> Vec<Value> {
-    let path = reference_dir().join(name);
+    let path = reference_file(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "reference file {} is missing ({e}): set RKV_REFERENCE_DIR to the directory \
-             holding {name} (shared/reference of the project)",
-            path.display()
+            "reference file {name} is in neither the reference folder nor tests/data ({e}): \
+             set RKV_REFERENCE_DIR to the directory holding it (shared/reference)"
         )
     });
     let rows: Vec<Value> = text
