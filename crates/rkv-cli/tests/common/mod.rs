@@ -34,8 +34,9 @@ pub fn default_model() -> PathBuf {
     p
 }
 
-/// The shared reasoning traces (`$RKV_DATA_DIR`, default `../shared/data`); fails with
-/// instructions when they are missing.
+/// The shared reasoning traces (`$RKV_DATA_DIR`, default `../shared/data`); without
+/// them, the committed `tests/data/traces_head.jsonl` (their first two traces, outputs cut
+/// to 4000 characters; the first is whole), saying so.
 pub fn traces() -> PathBuf {
     let dir = std::env::var_os("RKV_DATA_DIR")
         .map(PathBuf::from)
@@ -43,10 +44,17 @@ pub fn traces() -> PathBuf {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
         });
     let p = dir.join("traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl");
-    assert!(
-        p.exists(),
-        "trace data missing at {}: set RKV_DATA_DIR to the folder holding traces/",
-        p.display()
+    if p.exists() {
+        return p;
+    }
+    let local = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/traces_head.jsonl"
+    ));
+    println!(
+        "trace data missing at {}: using the committed {}",
+        p.display(),
+        local.display()
     );
-    p
+    local
 }
