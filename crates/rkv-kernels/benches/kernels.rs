@@ -53,7 +53,8 @@ fn bench_matmul(c: &mut Criterion) {
     ] {
         let nb = cols / QK;
         let w = random_q4_1(&mut r, rows * nb);
-        for n in [1usize, 64] {
+        let packed = PackedQ4_1::pack(&w, rows).unwrap();
+        for n in [1usize, 16, 64] {
             let xf = floats(&mut r, n * cols);
             let mut x = vec![BlockQ8_1::default(); n * nb];
             quantize_row_q8_1(&xf, &mut x).unwrap();
@@ -61,6 +62,9 @@ fn bench_matmul(c: &mut Criterion) {
             g.throughput(Throughput::Bytes((w.len() * BlockQ4_1::BYTES) as u64));
             g.bench_function(BenchmarkId::new(name, n), |b| {
                 b.iter(|| pool.install(|| matmul_q4_1(&w, rows, &x, n, &mut out).unwrap()))
+            });
+            g.bench_function(BenchmarkId::new(format!("{name}_packed"), n), |b| {
+                b.iter(|| pool.install(|| matmul_q4_1_packed(&packed, &x, n, &mut out).unwrap()))
             });
         }
     }

@@ -29,9 +29,13 @@ pub mod dot;
 #[cfg(x86_64_v3)]
 mod dot_avx2;
 pub mod error;
+pub mod gemm;
+#[cfg(x86_64_v3)]
+mod gemm_avx2;
 pub mod gqa;
 #[cfg(x86_64_v3)]
 mod gqa_avx2;
+pub mod interleaved;
 pub mod matmul;
 pub mod quantize;
 
@@ -48,8 +52,10 @@ pub use dot::{
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
 };
 pub use error::KernelError;
+pub use gemm::matmul_q4_1_packed;
 pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
 pub use half::f16;
+pub use interleaved::{matmul_q4_1_packed_ref, BlockQ4_1x8, PackedQ4_1};
 pub use matmul::{matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
 pub use quantize::{
     quantize_row_q8_0, quantize_row_q8_0_ref, quantize_row_q8_1, quantize_row_q8_1_ref,

@@ -1,0 +1,155 @@
+//! The blocked product of packed Q4_1 weights ([`PackedQ4_1`]) with Q8_1
+//! activations, `out[t, r] = dot(w row r, x row t)`, parallel over groups of
+//! eight rows with rayon; within a group, tokens go through in tiles of
+//! [`TOKEN_TILE`], so each unpacked weight register serves the whole tile.
+//!
+//! Decode of one sequence (`n = 1`) and of many at once (batched decode, prompt
+//! chunks) run the same per-output arithmetic (`interleaved.rs`), so the results
+//! do not depend on `n`, the tiling or the thread count. Runs on whatever rayon
+//! pool the caller has installed. Must not know: models, sequences.
+
+use rayon::prelude::*;
+
+use crate::blocks::BlockQ8_1;
+use crate::error::{check_len, KernelError};
+use crate::interleaved::{BlockQ4_1x8, PackedQ4_1, ROWS_X8};
+
+/// Tokens that share one unpacking of a weight block.
+pub const TOKEN_TILE: usize = 4;
+
+/// `out[t][i] = dot(row i of w, ys[t])` for one group of eight rows.
+#[inline]
+fn tile<const T: usize>(w: &[BlockQ4_1x8], ys: &[&[BlockQ8_1]; T], out: &mut [[f32; ROWS_X8]; T]) {
+    #[cfg(x86_64_v3)]
+    // SAFETY: the target features of the kernel are enabled for the whole build
+    // (the cfg above), so the CPU running it has them.
+    unsafe {
+        crate::gemm_avx2::q4_1x8_tile::<T>(w, ys, out)
+    }
+    #[cfg(not(x86_64_v3))]
+    for t in 0..T {
+        for (i, o) in out[t].iter_mut().enumerate() {
+            *o = crate::interleaved::dot_lane_ref(w, i, ys[t]);
+        }
+    }
+}
+
+/// Outputs of group `w` (its first `lanes` rows) for tokens `t0..t0 + T` of `x`
+/// (`nb` blocks a token), written by `put(token, lane, value)`.
+#[inline]
+fn run_tile<const T: usize>(
+    w: &[BlockQ4_1x8],
+    x: &[BlockQ8_1],
+    t0: usize,
+    lanes: usize,
+    put: &mut impl FnMut(usize, usize, f32),
+) {
+    let nb = w.len();
+    let ys: [&[BlockQ8_1]; T] = std::array::from_fn(|j| &x[(t0 + j) * nb..(t0 + j + 1) * nb]);
+    let mut out = [[0.0f32; ROWS_X8]; T];
+    tile::<T>(w, &ys, &mut out);
+    for (j, o) in out.iter().enumerate() {
+        for (i, v) in o.iter().take(lanes).enumerate() {
+            put(t0 + j, i, *v);
+        }
+    }
+}
+
+/// All `n` tokens of `x` against one group, tile by tile.
+fn group_all_tokens(
+    w: &[BlockQ4_1x8],
+    x: &[BlockQ8_1],
+    n: usize,
+    lanes: usize,
+    put: &mut impl FnMut(usize, usize, f32),
+) {
+    let mut t = 0;
+    while t < n {
+        match n - t {
+            1 => run_tile::<1>(w, x, t, lanes, put),
+            2 => run_tile::<2>(w, x, t, lanes, put),
+            3 => run_tile::<3>(w, x, t, lanes, put),
+            _ => run_tile::<TOKEN_TILE>(w, x, t, lanes, put),
+        }
+        t += TOKEN_TILE.min(n - t);
+    }
+}
+
+/// Groups per parallel task: about 4 tasks per thread.
+fn groups_per_task(groups: usize) -> usize {
+    let tasks = 4 * rayon::current_num_threads().max(1);
+    groups.div_ceil(tasks).max(1)
+}
+
+/// Packed Q4_1 weights `[rows, k]` times Q8_1 activations `[n, k]` into `out[n, rows]`.
+///
+/// # Errors
+/// When `x.len() != n * k / 32` or `out.len() != n * rows`.
+pub fn matmul_q4_1_packed(
+    w: &PackedQ4_1,
+    x: &[BlockQ8_1],
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    let (rows, nb) = (w.rows(), w.blocks_per_row());
+    let product = |what, a: usize, b: usize| a.checked_mul(b).ok_or(KernelError::Overflow { what });
+    check_len(
+        "packed matmul x",
+        product("packed matmul x", n, nb)?,
+        x.len(),
+    )?;
+    check_len(
+        "packed matmul out",
+        product("packed matmul out", n, rows)?,
+        out.len(),
+    )?;
+    if rows == 0 || n == 0 {
+        return Ok(());
+    }
+    if nb == 0 {
+        out.fill(0.0);
+        return Ok(());
+    }
+    let blocks = w.blocks();
+    let groups = rows.div_ceil(ROWS_X8);
+    let per_task = groups_per_task(groups);
+    let group = |g: usize| &blocks[g * nb..(g + 1) * nb];
+    let lanes = |g: usize| ROWS_X8.min(rows - g * ROWS_X8);
+    if n == 1 {
+        out.par_chunks_mut(per_task * ROWS_X8)
+            .enumerate()
+            .for_each(|(c, o)| {
+                let g0 = c * per_task;
+                for (gi, o8) in o.chunks_mut(ROWS_X8).enumerate() {
+                    let g = g0 + gi;
+                    group_all_tokens(group(g), x, 1, lanes(g), &mut |_, i, v| o8[i] = v);
+                }
+            });
+        return Ok(());
+    }
+    // Many tokens: each task fills `[n, its rows]`, then the parts are scattered.
+    let tasks = groups.div_ceil(per_task);
+    let parts: Vec<(usize, usize, Vec<f32>)> = (0..tasks)
+        .into_par_iter()
+        .map(|c| {
+            let g0 = c * per_task;
+            let g1 = groups.min(g0 + per_task);
+            let (r0, r1) = (g0 * ROWS_X8, rows.min(g1 * ROWS_X8));
+            let width = r1 - r0;
+            let mut tmp = vec![0.0f32; n * width];
+            for g in g0..g1 {
+                let base = g * ROWS_X8 - r0;
+                group_all_tokens(group(g), x, n, lanes(g), &mut |t, i, v| {
+                    tmp[t * width + base + i] = v
+                });
+            }
+            (r0, width, tmp)
+        })
+        .collect();
+    for (r0, width, tmp) in parts {
+        for (t, part) in tmp.chunks_exact(width).enumerate() {
+            out[t * rows + r0..t * rows + r0 + width].copy_from_slice(part);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! AVX2 (+FMA, F16C; AVX512-VNNI when enabled) micro-kernel of the packed Q4_1
+//! product: eight weight rows ([`BlockQ4_1x8`]) against `T` activation rows.
+//!
+//! Per block, each 32-byte load of packed quants unpacks to two registers of four
+//! values of each of the eight rows; a broadcast activation word meets them with
+//! `maddubs` (u8 x i8 pairs into i16; `|pair| <= 2 * 15 * 128`, and eight of them
+//! summed stay under 2^15, so the i16 sums are exact) or `dpbusd` (VNNI), and one
+//! `madd` leaves each row's exact block sum in its own i32 lane. Unpacking is
+//! shared by the `T` tokens, loads of activation words by the eight rows.
+//!
+//! Bit-identical to `interleaved::dot_lane_ref` (same exact integer sums, same
+//! `fma` order per lane). Must not know: threads, models.
+
+// Indexing by block `b`, chunk `c` and token `t` keeps the accumulator chains explicit.
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+
+use crate::blocks::BlockQ8_1;
+use crate::interleaved::{BlockQ4_1x8, ROWS_X8};
+
+/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `interleaved.rs`.
+///
+/// # Panics
+/// If some `ys[t].len() != w.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+pub(crate) fn q4_1x8_tile<const T: usize>(
+    w: &[BlockQ4_1x8],
+    ys: &[&[BlockQ8_1]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    let nb = w.len();
+    for y in ys {
+        assert_eq!(y.len(), nb, "q4_1x8 tile: block counts differ");
+    }
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        // SAFETY: b < nb == w.len() == ys[t].len() (asserted above).
+        let wb = unsafe { w.get_unchecked(b) };
+        // SAFETY: `d` and `m` are 8 f16 each (16 readable bytes); unaligned loads.
+        let (d8, m8) = unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(wb.m.as_ptr() as *const __m128i)),
+            )
+        };
+        let mut sums = [_mm256_setzero_si256(); T];
+        for c in 0..4 {
+            // SAFETY: 32 * c + 32 <= 128 == qs.len(); unaligned load.
+            let raw = unsafe { _mm256_loadu_si256(wb.qs.as_ptr().add(32 * c) as *const __m256i) };
+            let lo = _mm256_and_si256(raw, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            for t in 0..T {
+                // SAFETY: b < ys[t].len(); the block's 32 quants are readable, and
+                // 16 + 4 * c + 4 <= 32.
+                let (ylo, yhi) = unsafe {
+                    let q = ys[t].get_unchecked(b).qs.as_ptr();
+                    (
+                        _mm256_set1_epi32((q.add(4 * c) as *const i32).read_unaligned()),
+                        _mm256_set1_epi32((q.add(16 + 4 * c) as *const i32).read_unaligned()),
+                    )
+                };
+                sums[t] = accumulate(sums[t], lo, ylo, hi, yhi);
+            }
+        }
+        for t in 0..T {
+            // SAFETY: b < ys[t].len(); the block starts with its f16 `d` and `s`.
+            let ds = unsafe {
+                let p = ys[t].get_unchecked(b) as *const BlockQ8_1 as *const i32;
+                _mm_cvtph_ps(_mm_cvtsi32_si128(p.read_unaligned()))
+            };
+            let dt = _mm256_broadcastss_ps(ds);
+            let st = _mm256_broadcastss_ps(_mm_movehdup_ps(ds));
+            let q = _mm256_cvtepi32_ps(lane_sums(sums[t]));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dt), q, acc[t]);
+            acc[t] = _mm256_fmadd_ps(m8, st, acc[t]);
+        }
+    }
+    for t in 0..T {
+        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
+        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
+/// Adds the products of `lo` with `ylo` and `hi` with `yhi` into the running sums
+/// (i16 pairs with AVX2, i32 lanes with VNNI).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+fn accumulate(sum: __m256i, lo: __m256i, ylo: __m256i, hi: __m256i, yhi: __m256i) -> __m256i {
+    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
+    {
+        _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(sum, lo, ylo), hi, yhi)
+    }
+    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
+    {
+        let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+        _mm256_add_epi16(sum, p)
+    }
+}
+
+/// Each row's exact block sum in its own i32 lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+fn lane_sums(sum: __m256i) -> __m256i {
+    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
+    {
+        sum
+    }
+    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
+    {
+        _mm256_madd_epi16(sum, _mm256_set1_epi16(1))
+    }
+}
