@@ -23,9 +23,14 @@ fn dataset(dir: &tempfile::TempDir) -> (PathBuf, usize) {
     if shared.exists() {
         return (shared, 5);
     }
-    eprintln!(
-        "{} is absent: using a 2-line stand-in dataset",
-        shared.display()
+    // Straight to the stream, so that a normal (captured) test run shows it too.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "fallback: eval_math: {} is absent; using a 2-line stand-in dataset\n",
+            shared.display()
+        )
+        .as_bytes(),
     );
     let p = dir.path().join("math2.jsonl");
     std::fs::write(

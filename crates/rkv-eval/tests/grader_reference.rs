@@ -3,15 +3,15 @@
 //! verdict must match on at least 97% of the lines of each file, and the lines that do not
 //! match must be exactly those listed in `tests/grader_disagreements.md`.
 //!
-//! Without `shared/` (a clone on its own) it checks the committed subset in
-//! `tests/data/grader/` instead, and says so: `stress_public.jsonl` whole, and 40 of the
-//! 100 MATH-500 lines (all 23 the reference grades wrong, 17 it grades right) joined with
-//! the last 1500 characters of their traces' outputs, which hold every answer the
-//! extraction reads.
+//! Without `shared/` (a clone on its own) it checks the committed copy of
+//! `stress_public.jsonl` (made for this project) and skips the 100 MATH-500 verdicts,
+//! whose outputs are the public traces of `shared/data` (not copied into the repository),
+//! saying so on the test's standard error, which shows in a normal run.
 
 use rkv_eval::grade::{gold_from_record, grade};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::PathBuf;
 
 fn dir(var: &str, default: &str) -> PathBuf {
@@ -118,8 +118,11 @@ fn shared_present() -> bool {
             .join("traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl")
             .exists();
     if !here {
-        println!(
-            "grader reference: {} or {} is missing; checking the committed subset in {SUBSET}",
+        // Straight to the stream: libtest captures `println!`, not this.
+        let _ = writeln!(
+            std::io::stderr(),
+            "fallback: grader_reference: {} or {} is missing; checking only the committed \
+             stress_public.jsonl, not the 100 MATH-500 verdicts",
             reference_dir().display(),
             data_dir().display()
         );
@@ -127,16 +130,7 @@ fn shared_present() -> bool {
     here
 }
 
-fn math100_cases(shared: bool) -> Vec<Case> {
-    if !shared {
-        return read_jsonl(&PathBuf::from(SUBSET).join("math100_subset.jsonl"))
-            .iter()
-            .map(|v| {
-                let index = v.get("index").and_then(Value::as_u64).expect("index");
-                case(index as usize, v, v, v)
-            })
-            .collect();
-    }
+fn math100_cases() -> Vec<Case> {
     let verdicts = read_jsonl(&reference_dir().join("grader/math100_verdicts.jsonl"));
     let traces = read_jsonl(&data_dir().join("traces/r1-distill-qwen-1.5b_math100_fullkv.jsonl"));
     assert_eq!(
@@ -189,10 +183,10 @@ fn listed() -> BTreeSet<(String, usize)> {
 #[test]
 fn agrees_with_reference_grader() {
     let shared = shared_present();
-    let sets = [
-        ("math100_verdicts.jsonl", math100_cases(shared)),
-        ("stress_public.jsonl", stress_cases(shared)),
-    ];
+    let mut sets = vec![("stress_public.jsonl", stress_cases(shared))];
+    if shared {
+        sets.insert(0, ("math100_verdicts.jsonl", math100_cases()));
+    }
     let checked: BTreeSet<(String, usize)> = sets
         .iter()
         .flat_map(|(file, cases)| cases.iter().map(|c| (file.to_string(), c.index)))

@@ -60,10 +60,15 @@ fn reference_file(name: &str) -> PathBuf {
         return shared;
     }
     let local = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data")).join(name);
-    println!(
-        "reference: {} is missing; using the committed copy {}",
-        shared.display(),
-        local.display()
+    // Straight to the stream, so that a normal (captured) test run shows it too.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "fallback: tokenizer_reference: {} is missing; using the committed copy {}\n",
+            shared.display(),
+            local.display()
+        )
+        .as_bytes(),
     );
     local
 }

@@ -34,6 +34,12 @@ pub fn golden_root() -> Result<(PathBuf, String), String> {
     }
     let fallback = PathBuf::from(FALLBACK_DIR);
     if fallback.is_dir() {
+        // Straight to the stream, so that a normal (captured) test run shows it too.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("fallback: golden vectors: the committed subset ({DEFAULT_DIR} is missing)\n")
+                .as_bytes(),
+        );
         return Ok((
             fallback,
             format!("the committed subset at {FALLBACK_DIR} ({DEFAULT_DIR} is missing)"),

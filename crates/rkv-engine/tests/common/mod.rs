@@ -54,7 +54,15 @@ pub fn reference_file(name: &str) -> PathBuf {
         shared.display(),
         local.display()
     );
-    eprintln!("reference: committed copy {}", local.display());
+    // Straight to the stream, so that a normal (captured) test run shows it too.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "fallback: reference {name}: the committed copy {}\n",
+            local.display()
+        )
+        .as_bytes(),
+    );
     local
 }
 
