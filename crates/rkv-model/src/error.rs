@@ -17,6 +17,8 @@ pub enum ModelError {
     },
     #[error("not a valid GGUF file {path}: {reason}")]
     BadGguf { path: PathBuf, reason: String },
+    #[error("not a valid safetensors file {path}: {reason}")]
+    BadSafetensors { path: PathBuf, reason: String },
     #[error("bad model config: {0}")]
     BadConfig(String),
     #[error("unsupported architecture `{0}` (supported: llama, qwen2, qwen3)")]

@@ -115,11 +115,10 @@ impl HfSource {
         let mut tensors = HashMap::new();
         for f in files {
             let t = candle_core::safetensors::load(&f, &Device::Cpu).map_err(|e| {
-                ModelError::BadConfig(format!(
-                    "cannot read {}: {}",
-                    f.display(),
-                    candle_message(&e)
-                ))
+                ModelError::BadSafetensors {
+                    path: f.clone(),
+                    reason: candle_message(&e),
+                }
             })?;
             tensors.extend(t);
         }
@@ -239,6 +238,19 @@ mod tests {
         match parse_config(&text) {
             Err(ModelError::BadConfig(m)) => assert!(m.contains("overflow"), "{m}"),
             other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    /// A corrupt weights file is named as such, not as a bad config.
+    #[test]
+    fn corrupt_safetensors_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let f = dir.path().join("model.safetensors");
+        std::fs::write(&f, b"\xff\xff\xff\xff\xff\xff\xff\x7f not safetensors").expect("write");
+        match HfSource::open(dir.path()) {
+            Err(ModelError::BadSafetensors { path, .. }) => assert_eq!(path, f),
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("a corrupt file loaded"),
         }
     }
 }
