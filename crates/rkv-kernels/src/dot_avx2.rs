@@ -29,7 +29,7 @@ use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
     all(target_feature = "avx512vnni", target_feature = "avx512vl"),
     target_feature(enable = "avx512vnni,avx512vl")
 )]
-unsafe fn load_f16x2(p: *const u8) -> __m128 {
+pub(crate) unsafe fn load_f16x2(p: *const u8) -> __m128 {
     // SAFETY: the caller guarantees 4 readable bytes; unaligned read.
     let bits = unsafe { (p as *const i32).read_unaligned() };
     _mm_cvtph_ps(_mm_cvtsi32_si128(bits))

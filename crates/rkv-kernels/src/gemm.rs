@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use crate::blocks::BlockQ8_1;
-use crate::error::{check_len, KernelError};
+use crate::error::KernelError;
 use crate::interleaved::{BlockQ4_1x8, PackedQ4_1, ROWS_X8};
 
 /// Tokens that share one unpacking of a weight block.
@@ -92,17 +92,7 @@ pub fn matmul_q4_1_packed(
     out: &mut [f32],
 ) -> Result<(), KernelError> {
     let (rows, nb) = (w.rows(), w.blocks_per_row());
-    let product = |what, a: usize, b: usize| a.checked_mul(b).ok_or(KernelError::Overflow { what });
-    check_len(
-        "packed matmul x",
-        product("packed matmul x", n, nb)?,
-        x.len(),
-    )?;
-    check_len(
-        "packed matmul out",
-        product("packed matmul out", n, rows)?,
-        out.len(),
-    )?;
+    w.check_product(x.len(), n, out.len())?;
     if rows == 0 || n == 0 {
         return Ok(());
     }

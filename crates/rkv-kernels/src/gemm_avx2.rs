@@ -17,6 +17,7 @@
 use std::arch::x86_64::*;
 
 use crate::blocks::BlockQ8_1;
+use crate::dot_avx2::load_f16x2;
 use crate::interleaved::{BlockQ4_1x8, ROWS_X8};
 
 /// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `interleaved.rs`.
@@ -71,10 +72,7 @@ pub(crate) fn q4_1x8_tile<const T: usize>(
         }
         for t in 0..T {
             // SAFETY: b < ys[t].len(); the block starts with its f16 `d` and `s`.
-            let ds = unsafe {
-                let p = ys[t].get_unchecked(b) as *const BlockQ8_1 as *const i32;
-                _mm_cvtph_ps(_mm_cvtsi32_si128(p.read_unaligned()))
-            };
+            let ds = unsafe { load_f16x2(ys[t].get_unchecked(b) as *const BlockQ8_1 as *const u8) };
             let dt = _mm256_broadcastss_ps(ds);
             let st = _mm256_broadcastss_ps(_mm_movehdup_ps(ds));
             let q = _mm256_cvtepi32_ps(lane_sums(sums[t]));

@@ -95,6 +95,28 @@ impl PackedQ4_1 {
         Ok(Self { rows, nb, blocks })
     }
 
+    /// Shapes of a product with `n` activation rows: `x_len == n * nb`,
+    /// `out_len == n * rows` (products checked for overflow).
+    pub(crate) fn check_product(
+        &self,
+        x_len: usize,
+        n: usize,
+        out_len: usize,
+    ) -> Result<(), KernelError> {
+        let product =
+            |what, a: usize, b: usize| a.checked_mul(b).ok_or(KernelError::Overflow { what });
+        check_len(
+            "packed matmul x",
+            product("packed matmul x", n, self.nb)?,
+            x_len,
+        )?;
+        check_len(
+            "packed matmul out",
+            product("packed matmul out", n, self.rows)?,
+            out_len,
+        )
+    }
+
     /// Output features.
     pub fn rows(&self) -> usize {
         self.rows
@@ -189,8 +211,7 @@ pub fn matmul_q4_1_packed_ref(
     n: usize,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    check_len("packed matmul x", n * w.nb, x.len())?;
-    check_len("packed matmul out", n * w.rows, out.len())?;
+    w.check_product(x.len(), n, out.len())?;
     for t in 0..n {
         let y = &x[t * w.nb..(t + 1) * w.nb];
         for r in 0..w.rows {
