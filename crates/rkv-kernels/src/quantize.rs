@@ -81,7 +81,17 @@ pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) -> Result<(), KernelErr
         }
         Ok(())
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    #[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
+    {
+        check_shapes(x, y.len())?;
+        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+            // SAFETY: x86_64_v3 (AVX2, FMA) is enabled for the whole build (cfg above).
+            let (d, _) = unsafe { avx2::quantize_block(xb, &mut b.qs) };
+            b.d = f16::from_f32(d);
+        }
+        Ok(())
+    }
+    #[cfg(not(any(all(target_arch = "x86_64", target_feature = "avx512f"), x86_64_v3)))]
     quantize_row_q8_0_ref(x, y)
 }
 
@@ -101,7 +111,18 @@ pub fn quantize_row_q8_1(x: &[f32], y: &mut [BlockQ8_1]) -> Result<(), KernelErr
         }
         Ok(())
     }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx512f")))]
+    #[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
+    {
+        check_shapes(x, y.len())?;
+        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+            // SAFETY: x86_64_v3 (AVX2, FMA) is enabled for the whole build (cfg above).
+            let (d, sum) = unsafe { avx2::quantize_block(xb, &mut b.qs) };
+            b.d = f16::from_f32(d);
+            b.s = f16::from_f32(d * sum as f32);
+        }
+        Ok(())
+    }
+    #[cfg(not(any(all(target_arch = "x86_64", target_feature = "avx512f"), x86_64_v3)))]
     quantize_row_q8_1_ref(x, y)
 }
 
@@ -139,6 +160,52 @@ mod avx512 {
             _mm_storeu_si128(p, _mm512_cvtsepi32_epi8(i0));
             _mm_storeu_si128(p.add(1), _mm512_cvtsepi32_epi8(i1));
         }
+        (d, sum)
+    }
+}
+
+#[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
+mod avx2 {
+    use super::QK;
+    use std::arch::x86_64::*;
+
+    /// One block, as ggml's AVX2 `quantize_row_q8_1`: returns `(d, sum(qs))`.
+    ///
+    /// # Panics
+    /// If `x.len() != 32`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn quantize_block(x: &[f32], qs: &mut [i8; QK]) -> (f32, i32) {
+        assert_eq!(x.len(), QK);
+        // SAFETY: x[0..32] is in bounds (asserted above); unaligned loads.
+        let v: [__m256; 4] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
+        let sign = _mm256_set1_ps(-0.0);
+        let abs = |a: __m256| _mm256_andnot_ps(sign, a);
+        let m8 = _mm256_max_ps(
+            _mm256_max_ps(abs(v[0]), abs(v[1])),
+            _mm256_max_ps(abs(v[2]), abs(v[3])),
+        );
+        let m4 = _mm_max_ps(_mm256_extractf128_ps::<1>(m8), _mm256_castps256_ps128(m8));
+        let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+        const RN: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        let q: [__m256i; 4] = std::array::from_fn(|i| {
+            _mm256_cvtps_epi32(_mm256_round_ps::<RN>(_mm256_mul_ps(v[i], id)))
+        });
+        let s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let s4 = _mm_add_epi32(_mm256_extracti128_si256::<1>(s), _mm256_castsi256_si128(s));
+        let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        let sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32::<1>(s2)));
+        // Saturating packs interleave the 128-bit halves; the permute restores order.
+        let p16a = _mm256_packs_epi32(q[0], q[1]);
+        let p16b = _mm256_packs_epi32(q[2], q[3]);
+        let p8 = _mm256_packs_epi16(p16a, p16b);
+        let ordered = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        // SAFETY: one 32-byte store covers exactly the array `qs`; unaligned store.
+        unsafe { _mm256_storeu_si256(qs.as_mut_ptr() as *mut __m256i, ordered) };
         (d, sum)
     }
 }
