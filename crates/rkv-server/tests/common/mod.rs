@@ -67,7 +67,13 @@ pub async fn start(cfg: EngineConfig, max_queue: usize) -> TestServer {
     ));
     TestServer {
         base: format!("http://{addr}"),
-        client: reqwest::Client::new(),
+        // A fresh connection per request: the server may close a connection after an
+        // error response whose body it did not read, and a pooled client that reuses it
+        // fails with `IncompleteMessage` by chance (seen once in `bad_requests`).
+        client: reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("build the HTTP client"),
         handle,
         stop: Some(tx),
         task: Some(task),
