@@ -64,14 +64,15 @@ fn bench_matmul(c: &mut Criterion) {
                 b.iter(|| pool.install(|| matmul_q4_1(&w, rows, &x, n, &mut out).unwrap()))
             });
             g.bench_function(BenchmarkId::new(format!("{name}_packed"), n), |b| {
-                b.iter(|| pool.install(|| matmul_q4_1_packed(&packed, &x, n, &mut out).unwrap()))
+                b.iter(|| pool.install(|| matmul_packed(&packed, &x, n, &mut out).unwrap()))
             });
         }
     }
     let (rows, cols) = (49152, 576);
     let nb = cols / QK;
     let w = random_q8_0(&mut r, rows * nb);
-    for n in [1usize, 64] {
+    let packed = PackedQ8_0::pack(&w, rows).unwrap();
+    for n in [1usize, 16, 64] {
         let xf = floats(&mut r, n * cols);
         let mut x = vec![BlockQ8_0::default(); n * nb];
         quantize_row_q8_0(&xf, &mut x).unwrap();
@@ -79,6 +80,9 @@ fn bench_matmul(c: &mut Criterion) {
         g.throughput(Throughput::Bytes((w.len() * BlockQ8_0::BYTES) as u64));
         g.bench_function(BenchmarkId::new("q8_0_49152x576", n), |b| {
             b.iter(|| pool.install(|| matmul_q8_0(&w, rows, &x, n, &mut out).unwrap()))
+        });
+        g.bench_function(BenchmarkId::new("q8_0_49152x576_packed", n), |b| {
+            b.iter(|| pool.install(|| matmul_packed(&packed, &x, n, &mut out).unwrap()))
         });
     }
     g.finish();

@@ -1,53 +1,35 @@
-//! The blocked product of packed Q4_1 weights ([`PackedQ4_1`]) with Q8_1
-//! activations, `out[t, r] = dot(w row r, x row t)`, parallel over groups of
-//! eight rows with rayon; within a group, tokens go through in tiles of
+//! The blocked product of packed quantised weights ([`Packed`]: Q4_1 with Q8_1
+//! activations, Q8_0 with Q8_0) `out[t, r] = dot(w row r, x row t)`, parallel over
+//! groups of eight rows with rayon; within a group, tokens go through in tiles of
 //! [`TOKEN_TILE`], so each unpacked weight register serves the whole tile.
 //!
 //! Decode of one sequence (`n = 1`) and of many at once (batched decode, prompt
-//! chunks) run the same per-output arithmetic (`interleaved.rs`), so the results
+//! chunks) run the same per-output arithmetic (`packed_*.rs`), so the results
 //! do not depend on `n`, the tiling or the thread count. Runs on whatever rayon
 //! pool the caller has installed. Must not know: models, sequences.
 
 use rayon::prelude::*;
 
-use crate::blocks::BlockQ8_1;
 use crate::error::KernelError;
-use crate::interleaved::{BlockQ4_1x8, PackedQ4_1, ROWS_X8};
+use crate::interleaved::{Interleaved, Packed, ROWS_X8};
 
 /// Tokens that share one unpacking of a weight block.
 pub const TOKEN_TILE: usize = 4;
 
-/// `out[t][i] = dot(row i of w, ys[t])` for one group of eight rows.
-#[inline]
-fn tile<const T: usize>(w: &[BlockQ4_1x8], ys: &[&[BlockQ8_1]; T], out: &mut [[f32; ROWS_X8]; T]) {
-    #[cfg(x86_64_v3)]
-    // SAFETY: the target features of the kernel are enabled for the whole build
-    // (the cfg above), so the CPU running it has them.
-    unsafe {
-        crate::gemm_avx2::q4_1x8_tile::<T>(w, ys, out)
-    }
-    #[cfg(not(x86_64_v3))]
-    for t in 0..T {
-        for (i, o) in out[t].iter_mut().enumerate() {
-            *o = crate::interleaved::dot_lane_ref(w, i, ys[t]);
-        }
-    }
-}
-
 /// Outputs of group `w` (its first `lanes` rows) for tokens `t0..t0 + T` of `x`
 /// (`nb` blocks a token), written by `put(token, lane, value)`.
 #[inline]
-fn run_tile<const T: usize>(
-    w: &[BlockQ4_1x8],
-    x: &[BlockQ8_1],
+fn run_tile<P: Interleaved, const T: usize>(
+    w: &[P],
+    x: &[P::Act],
     t0: usize,
     lanes: usize,
     put: &mut impl FnMut(usize, usize, f32),
 ) {
     let nb = w.len();
-    let ys: [&[BlockQ8_1]; T] = std::array::from_fn(|j| &x[(t0 + j) * nb..(t0 + j + 1) * nb]);
+    let ys: [&[P::Act]; T] = std::array::from_fn(|j| &x[(t0 + j) * nb..(t0 + j + 1) * nb]);
     let mut out = [[0.0f32; ROWS_X8]; T];
-    tile::<T>(w, &ys, &mut out);
+    P::tile::<T>(w, &ys, &mut out);
     for (j, o) in out.iter().enumerate() {
         for (i, v) in o.iter().take(lanes).enumerate() {
             put(t0 + j, i, *v);
@@ -56,9 +38,9 @@ fn run_tile<const T: usize>(
 }
 
 /// All `n` tokens of `x` against one group, tile by tile.
-fn group_all_tokens(
-    w: &[BlockQ4_1x8],
-    x: &[BlockQ8_1],
+fn group_all_tokens<P: Interleaved>(
+    w: &[P],
+    x: &[P::Act],
     n: usize,
     lanes: usize,
     put: &mut impl FnMut(usize, usize, f32),
@@ -66,10 +48,10 @@ fn group_all_tokens(
     let mut t = 0;
     while t < n {
         match n - t {
-            1 => run_tile::<1>(w, x, t, lanes, put),
-            2 => run_tile::<2>(w, x, t, lanes, put),
-            3 => run_tile::<3>(w, x, t, lanes, put),
-            _ => run_tile::<TOKEN_TILE>(w, x, t, lanes, put),
+            1 => run_tile::<P, 1>(w, x, t, lanes, put),
+            2 => run_tile::<P, 2>(w, x, t, lanes, put),
+            3 => run_tile::<P, 3>(w, x, t, lanes, put),
+            _ => run_tile::<P, TOKEN_TILE>(w, x, t, lanes, put),
         }
         t += TOKEN_TILE.min(n - t);
     }
@@ -81,13 +63,14 @@ fn groups_per_task(groups: usize) -> usize {
     groups.div_ceil(tasks).max(1)
 }
 
-/// Packed Q4_1 weights `[rows, k]` times Q8_1 activations `[n, k]` into `out[n, rows]`.
+/// Packed weights `[rows, k]` times activations `[n, k]` (quantised to the format's
+/// activation blocks) into `out[n, rows]`.
 ///
 /// # Errors
 /// When `x.len() != n * k / 32` or `out.len() != n * rows`.
-pub fn matmul_q4_1_packed(
-    w: &PackedQ4_1,
-    x: &[BlockQ8_1],
+pub fn matmul_packed<P: Interleaved>(
+    w: &Packed<P>,
+    x: &[P::Act],
     n: usize,
     out: &mut [f32],
 ) -> Result<(), KernelError> {

@@ -1,5 +1,6 @@
-//! AVX2 (+FMA, F16C; AVX512-VNNI when enabled) micro-kernel of the packed Q4_1
-//! product: eight weight rows ([`BlockQ4_1x8`]) against `T` activation rows.
+//! AVX2 (+FMA, F16C; AVX512-VNNI when enabled) micro-kernels of the packed
+//! products: eight weight rows ([`BlockQ4_1x8`], [`BlockQ8_0x8`]) against `T`
+//! activation rows.
 //!
 //! Per block, each 32-byte load of packed quants unpacks to two registers of four
 //! values of each of the eight rows; a broadcast activation word meets them with
@@ -8,7 +9,11 @@
 //! `madd` leaves each row's exact block sum in its own i32 lane. Unpacking is
 //! shared by the `T` tokens, loads of activation words by the eight rows.
 //!
-//! Bit-identical to `interleaved::dot_lane_ref` (same exact integer sums, same
+//! Q8_0 weights are signed: as in ggml, the weight's sign moves onto the activation
+//! (`sign`), so `maddubs` meets `|w|` (u8) with `±y` (i8); pairs stay under 2^15, but
+//! their sums do not, so each chunk's pairs are widened to i32 at once (`madd`).
+//!
+//! Bit-identical to each format's `dot_lane_ref` (same exact integer sums, same
 //! `fma` order per lane). Must not know: threads, models.
 
 // Indexing by block `b`, chunk `c` and token `t` keeps the accumulator chains explicit.
@@ -16,11 +21,13 @@
 
 use std::arch::x86_64::*;
 
-use crate::blocks::BlockQ8_1;
+use crate::blocks::{BlockQ8_0, BlockQ8_1, QK};
 use crate::dot_avx2::load_f16x2;
-use crate::interleaved::{BlockQ4_1x8, ROWS_X8};
+use crate::interleaved::ROWS_X8;
+use crate::packed_q4_1::BlockQ4_1x8;
+use crate::packed_q8_0::BlockQ8_0x8;
 
-/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `interleaved.rs`.
+/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q4_1.rs`.
 ///
 /// # Panics
 /// If some `ys[t].len() != w.len()`.
@@ -83,6 +90,77 @@ pub(crate) fn q4_1x8_tile<const T: usize>(
     for t in 0..T {
         // SAFETY: `out[t]` is 8 writable f32; unaligned store.
         unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
+/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q8_0.rs`.
+///
+/// # Panics
+/// If some `ys[t].len() != w.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+pub(crate) fn q8_0x8_tile<const T: usize>(
+    w: &[BlockQ8_0x8],
+    ys: &[&[BlockQ8_0]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    let nb = w.len();
+    for y in ys {
+        assert_eq!(y.len(), nb, "q8_0x8 tile: block counts differ");
+    }
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        // SAFETY: b < nb == w.len() == ys[t].len() (asserted above).
+        let wb = unsafe { w.get_unchecked(b) };
+        // SAFETY: `d` is 8 f16 (16 readable bytes); unaligned load.
+        let d8 = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)) };
+        let mut sums = [_mm256_setzero_si256(); T];
+        for c in 0..QK / 4 {
+            // SAFETY: 32 * c + 32 <= 256 == qs.len(); unaligned load.
+            let raw = unsafe { _mm256_loadu_si256(wb.qs.as_ptr().add(32 * c) as *const __m256i) };
+            let abs = _mm256_abs_epi8(raw);
+            for t in 0..T {
+                // SAFETY: b < ys[t].len(); 4 * c + 4 <= 32 quants of the block.
+                let y = unsafe {
+                    let q = ys[t].get_unchecked(b).qs.as_ptr();
+                    _mm256_set1_epi32((q.add(4 * c) as *const i32).read_unaligned())
+                };
+                sums[t] = accumulate_signed(sums[t], abs, _mm256_sign_epi8(y, raw));
+            }
+        }
+        for t in 0..T {
+            // SAFETY: b < ys[t].len().
+            let dt = _mm256_set1_ps(unsafe { ys[t].get_unchecked(b) }.d.to_f32());
+            let q = _mm256_cvtepi32_ps(sums[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dt), q, acc[t]);
+        }
+    }
+    for t in 0..T {
+        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
+        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
+/// Adds the four-value products of `abs` (u8) with `sy` (i8) into each i32 lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[cfg_attr(
+    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
+    target_feature(enable = "avx512vnni,avx512vl")
+)]
+fn accumulate_signed(sum: __m256i, abs: __m256i, sy: __m256i) -> __m256i {
+    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
+    {
+        _mm256_dpbusd_epi32(sum, abs, sy)
+    }
+    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
+    {
+        let pairs = _mm256_maddubs_epi16(abs, sy);
+        _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
     }
 }
 

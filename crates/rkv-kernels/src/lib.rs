@@ -37,6 +37,8 @@ pub mod gqa;
 mod gqa_avx2;
 pub mod interleaved;
 pub mod matmul;
+pub mod packed_q4_1;
+pub mod packed_q8_0;
 pub mod quantize;
 
 pub use attn::{
@@ -52,11 +54,13 @@ pub use dot::{
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
 };
 pub use error::KernelError;
-pub use gemm::matmul_q4_1_packed;
+pub use gemm::matmul_packed;
 pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
 pub use half::f16;
-pub use interleaved::{matmul_q4_1_packed_ref, BlockQ4_1x8, PackedQ4_1};
+pub use interleaved::{matmul_packed_ref, Interleaved, Packed};
 pub use matmul::{matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
+pub use packed_q4_1::{BlockQ4_1x8, PackedQ4_1};
+pub use packed_q8_0::{BlockQ8_0x8, PackedQ8_0};
 pub use quantize::{
     quantize_row_q8_0, quantize_row_q8_0_ref, quantize_row_q8_1, quantize_row_q8_1_ref,
 };

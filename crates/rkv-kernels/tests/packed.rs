@@ -1,11 +1,14 @@
-//! The packed (eight-row interleaved) Q4_1 product: repacking is lossless, the
-//! SIMD product equals its scalar reference bit for bit whatever the token count,
-//! tiling and thread count, a token's outputs do not depend on the others in its
-//! batch, and the result agrees with ggml's row dot product up to rounding.
+//! The packed (eight-row interleaved) products, Q4_1 x Q8_1 and Q8_0 x Q8_0:
+//! repacking is lossless, the SIMD product equals its scalar reference bit for bit
+//! whatever the token count, tiling and thread count, a token's outputs do not
+//! depend on the others in its batch, and the result agrees with ggml's row dot
+//! product up to rounding.
 
 mod common;
 
 use common::*;
+use rand::rngs::StdRng;
+use rand::Rng;
 use rkv_kernels::*;
 
 fn pool(threads: usize) -> rayon::ThreadPool {
@@ -19,20 +22,64 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 const SHAPES: [(usize, usize); 6] = [(1, 1), (5, 3), (8, 2), (18, 37), (64, 18), (131, 2)];
 const TOKENS: [usize; 6] = [1, 2, 3, 4, 5, 17];
 
-fn product(w: &PackedQ4_1, x: &[BlockQ8_1], n: usize, threads: usize) -> Vec<f32> {
+/// One packed format under test: random weights and activations, and ggml's row
+/// dot product and dequantiser for comparison.
+trait Format: Interleaved<Row: PartialEq + std::fmt::Debug> {
+    fn weights(r: &mut StdRng, n: usize) -> Vec<Self::Row>;
+    fn acts(r: &mut StdRng, n: usize) -> Vec<Self::Act>;
+    fn ggml_dot(w: &[Self::Row], x: &[Self::Act]) -> f32;
+    fn ggml_dequantize(w: &[Self::Row], out: &mut [f32]);
+}
+
+impl Format for BlockQ4_1x8 {
+    fn weights(r: &mut StdRng, n: usize) -> Vec<BlockQ4_1> {
+        q4_1(r, n)
+    }
+    fn acts(r: &mut StdRng, n: usize) -> Vec<BlockQ8_1> {
+        q8_1(r, n)
+    }
+    fn ggml_dot(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> f32 {
+        vec_dot_q4_1_q8_1_ref(w, x)
+    }
+    fn ggml_dequantize(w: &[BlockQ4_1], out: &mut [f32]) {
+        dequantize_row_q4_1(w, out).unwrap()
+    }
+}
+
+impl Format for BlockQ8_0x8 {
+    /// Weights use the whole i8 range (a file may hold -128).
+    fn weights(r: &mut StdRng, n: usize) -> Vec<BlockQ8_0> {
+        (0..n)
+            .map(|_| BlockQ8_0 {
+                d: scale(r),
+                qs: std::array::from_fn(|_| r.gen()),
+            })
+            .collect()
+    }
+    fn acts(r: &mut StdRng, n: usize) -> Vec<BlockQ8_0> {
+        q8_0(r, n)
+    }
+    fn ggml_dot(w: &[BlockQ8_0], x: &[BlockQ8_0]) -> f32 {
+        vec_dot_q8_0_q8_0_ref(w, x)
+    }
+    fn ggml_dequantize(w: &[BlockQ8_0], out: &mut [f32]) {
+        dequantize_row_q8_0(w, out).unwrap()
+    }
+}
+
+fn product<P: Interleaved>(w: &Packed<P>, x: &[P::Act], n: usize, threads: usize) -> Vec<f32> {
     let mut out = vec![f32::NAN; n * w.rows()];
     pool(threads)
-        .install(|| matmul_q4_1_packed(w, x, n, &mut out))
+        .install(|| matmul_packed(w, x, n, &mut out))
         .unwrap();
     out
 }
 
-#[test]
-fn packing_keeps_every_block() {
-    let mut r = rng(31);
+fn packing_keeps_every_block<P: Format>(seed: u64) {
+    let mut r = rng(seed);
     for (rows, nb) in SHAPES {
-        let w = q4_1(&mut r, rows * nb);
-        let p = PackedQ4_1::pack(&w, rows).unwrap();
+        let w = P::weights(&mut r, rows * nb);
+        let p = Packed::<P>::pack(&w, rows).unwrap();
         assert_eq!((p.rows(), p.blocks_per_row()), (rows, nb));
         assert_eq!(p.blocks().len(), rows.div_ceil(8) * nb);
         for i in 0..rows {
@@ -41,22 +88,21 @@ fn packing_keeps_every_block() {
             }
             let (mut got, mut want) = (vec![0.0; nb * QK], vec![0.0; nb * QK]);
             p.dequantize_row(i, &mut got).unwrap();
-            dequantize_row_q4_1(&w[i * nb..(i + 1) * nb], &mut want).unwrap();
+            P::ggml_dequantize(&w[i * nb..(i + 1) * nb], &mut want);
             assert_eq!(got, want);
         }
         assert!(p.dequantize_row(rows, &mut vec![0.0; nb * QK]).is_err());
     }
 }
 
-#[test]
-fn simd_matches_reference_bit_for_bit() {
-    let mut r = rng(32);
+fn simd_matches_reference_bit_for_bit<P: Format>(seed: u64) {
+    let mut r = rng(seed);
     for (rows, nb) in SHAPES {
-        let p = PackedQ4_1::pack(&q4_1(&mut r, rows * nb), rows).unwrap();
+        let p = Packed::<P>::pack(&P::weights(&mut r, rows * nb), rows).unwrap();
         for n in TOKENS {
-            let x = q8_1(&mut r, n * nb);
+            let x = P::acts(&mut r, n * nb);
             let mut want = vec![f32::NAN; n * rows];
-            matmul_q4_1_packed_ref(&p, &x, n, &mut want).unwrap();
+            matmul_packed_ref(&p, &x, n, &mut want).unwrap();
             for threads in [1, 2, 3] {
                 let got = product(&p, &x, n, threads);
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -67,13 +113,12 @@ fn simd_matches_reference_bit_for_bit() {
     }
 }
 
-#[test]
-fn a_token_gets_the_same_outputs_alone_and_in_a_batch() {
-    let mut r = rng(33);
+fn a_token_gets_the_same_outputs_alone_and_in_a_batch<P: Format>(seed: u64) {
+    let mut r = rng(seed);
     let (rows, nb) = (40, 18);
-    let p = PackedQ4_1::pack(&q4_1(&mut r, rows * nb), rows).unwrap();
+    let p = Packed::<P>::pack(&P::weights(&mut r, rows * nb), rows).unwrap();
     let n = 11;
-    let x = q8_1(&mut r, n * nb);
+    let x = P::acts(&mut r, n * nb);
     let batch = product(&p, &x, n, 2);
     for t in 0..n {
         let alone = product(&p, &x[t * nb..(t + 1) * nb], 1, 1);
@@ -81,8 +126,72 @@ fn a_token_gets_the_same_outputs_alone_and_in_a_batch() {
     }
 }
 
+fn agrees_with_ggml_row_dot_up_to_rounding<P: Format>(seed: u64) {
+    let mut r = rng(seed);
+    let (rows, nb) = (24, 48);
+    let w = P::weights(&mut r, rows * nb);
+    let p = Packed::<P>::pack(&w, rows).unwrap();
+    let n = 6;
+    let x = P::acts(&mut r, n * nb);
+    let got = product(&p, &x, n, 2);
+    for t in 0..n {
+        for i in 0..rows {
+            let (wr, xr) = (&w[i * nb..(i + 1) * nb], &x[t * nb..(t + 1) * nb]);
+            let want = P::ggml_dot(wr, xr);
+            let g = got[t * rows + i];
+            // Both round each block's term and the running sum: the gap scales with
+            // the terms' magnitudes, not with their (possibly cancelling) sum.
+            let magnitude: f32 = (0..nb)
+                .map(|b| P::ggml_dot(&wr[b..b + 1], &xr[b..b + 1]).abs())
+                .sum();
+            let tol = 1e-5 * magnitude.max(1.0);
+            assert!((g - want).abs() <= tol, "row {i} token {t}: {g} vs {want}");
+        }
+    }
+}
+
+fn shapes_are_checked<P: Format>(seed: u64) {
+    let mut r = rng(seed);
+    let p = Packed::<P>::pack(&P::weights(&mut r, 16 * 2), 16).unwrap();
+    let x = P::acts(&mut r, 2 * 2);
+    assert!(matmul_packed(&p, &x, 3, &mut [0.0; 48]).is_err());
+    assert!(matmul_packed(&p, &x, 2, &mut [0.0; 31]).is_err());
+    assert!(Packed::<P>::pack(&P::weights(&mut r, 7), 2).is_err());
+}
+
+macro_rules! format_tests {
+    ($m:ident, $p:ty, $seed:expr) => {
+        mod $m {
+            use super::*;
+            #[test]
+            fn packing_keeps_every_block() {
+                super::packing_keeps_every_block::<$p>($seed);
+            }
+            #[test]
+            fn simd_matches_reference_bit_for_bit() {
+                super::simd_matches_reference_bit_for_bit::<$p>($seed + 1);
+            }
+            #[test]
+            fn a_token_gets_the_same_outputs_alone_and_in_a_batch() {
+                super::a_token_gets_the_same_outputs_alone_and_in_a_batch::<$p>($seed + 2);
+            }
+            #[test]
+            fn agrees_with_ggml_row_dot_up_to_rounding() {
+                super::agrees_with_ggml_row_dot_up_to_rounding::<$p>($seed + 3);
+            }
+            #[test]
+            fn shapes_are_checked() {
+                super::shapes_are_checked::<$p>($seed + 4);
+            }
+        }
+    };
+}
+
+format_tests!(q4_1x8, BlockQ4_1x8, 31);
+format_tests!(q8_0x8, BlockQ8_0x8, 41);
+
 #[test]
-fn extreme_quants_do_not_overflow() {
+fn q4_1_extreme_quants_do_not_overflow() {
     // Every nibble 15 against activations of -128 and 127: the i16 partial sums
     // are at their bound.
     let (rows, nb) = (8, 4);
@@ -109,30 +218,28 @@ fn extreme_quants_do_not_overflow() {
 }
 
 #[test]
-fn agrees_with_ggml_row_dot_up_to_rounding() {
-    let mut r = rng(34);
-    let (rows, nb) = (24, 48);
-    let w = q4_1(&mut r, rows * nb);
-    let p = PackedQ4_1::pack(&w, rows).unwrap();
-    let n = 6;
-    let x = q8_1(&mut r, n * nb);
-    let got = product(&p, &x, n, 2);
-    for t in 0..n {
-        for i in 0..rows {
-            let want = vec_dot_q4_1_q8_1_ref(&w[i * nb..(i + 1) * nb], &x[t * nb..(t + 1) * nb]);
-            let g = got[t * rows + i];
-            let tol = 1e-5 * want.abs().max(1.0);
-            assert!((g - want).abs() <= tol, "row {i} token {t}: {g} vs {want}");
+fn q8_0_extreme_quants_do_not_overflow() {
+    // Weights of -128 and 127 against activations of -127 and 127: the u8 x i8
+    // pairs are at their bound (2 * 128 * 127 < 2^15) and widened to i32 per chunk.
+    let (rows, nb) = (8, 4);
+    for wq in [-128i8, 127] {
+        let w: Vec<BlockQ8_0> = (0..rows * nb)
+            .map(|_| BlockQ8_0 {
+                d: f16::from_f32(1.0),
+                qs: [wq; QK],
+            })
+            .collect();
+        let p = PackedQ8_0::pack(&w, rows).unwrap();
+        for q in [-127i8, 127] {
+            let x: Vec<BlockQ8_0> = (0..nb)
+                .map(|_| BlockQ8_0 {
+                    d: f16::from_f32(1.0),
+                    qs: [q; QK],
+                })
+                .collect();
+            let got = product(&p, &x, 1, 1);
+            let want = (nb * QK) as f32 * wq as f32 * q as f32;
+            assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
         }
     }
-}
-
-#[test]
-fn shapes_are_checked() {
-    let mut r = rng(35);
-    let p = PackedQ4_1::pack(&q4_1(&mut r, 16 * 2), 16).unwrap();
-    let x = q8_1(&mut r, 2 * 2);
-    assert!(matmul_q4_1_packed(&p, &x, 3, &mut [0.0; 48]).is_err());
-    assert!(matmul_q4_1_packed(&p, &x, 2, &mut [0.0; 31]).is_err());
-    assert!(PackedQ4_1::pack(&q4_1(&mut r, 7), 2).is_err());
 }

@@ -12,7 +12,7 @@ use candle_core::{Device, Module, Tensor};
 
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
-use rkv_kernels::{BlockQ4_0, BlockQ4_1, BlockQ8_0, PackedQ4_1, QK};
+use rkv_kernels::{BlockQ4_0, BlockQ4_1, BlockQ8_0, PackedQ4_1, PackedQ8_0, QK};
 
 use crate::error::{ModelError, Result};
 
@@ -23,8 +23,9 @@ pub enum Weight {
     /// ggml Q4_1 blocks repacked eight rows at a time for rkv's blocked product
     /// (activations quantised to Q8_1). `[rows/8, cols/32]` of eight-row blocks
     Q4_1(PackedQ4_1),
-    /// ggml Q8_0 blocks, rkv's own kernels (activations quantised to Q8_0). `[rows, cols/32]`
-    Q8_0(Vec<BlockQ8_0>),
+    /// ggml Q8_0 blocks repacked eight rows at a time for rkv's blocked product
+    /// (activations quantised to Q8_0). `[rows/8, cols/32]` of eight-row blocks
+    Q8_0(PackedQ8_0),
     /// Any other GGML-quantised tensor (K-quants, Q5), run through candle's quantised matmul.
     Quant(Arc<QTensor>),
     /// Dense f32, row-major. `[rows, cols]`
@@ -35,20 +36,23 @@ impl Weight {
     /// Picks rkv's own kernels for the block types they cover, candle's otherwise.
     pub fn from_qtensor(t: QTensor) -> Result<Self> {
         let kerr = |e: k::KernelError| ModelError::BadInput(format!("quantised weight: {e}"));
+        // [.., rows, cols]: rows is the second-to-last dimension.
+        let dims = t.shape().dims();
+        let rows = if dims.len() >= 2 {
+            dims[dims.len() - 2]
+        } else {
+            1
+        };
         Ok(match t.dtype() {
             GgmlDType::Q4_0 => Weight::Q4_0(k::blocks_from_bytes(&t.data()?).map_err(kerr)?),
             GgmlDType::Q4_1 => {
                 let blocks: Vec<BlockQ4_1> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                // [.., rows, cols]: rows is the second-to-last dimension.
-                let dims = t.shape().dims();
-                let rows = if dims.len() >= 2 {
-                    dims[dims.len() - 2]
-                } else {
-                    1
-                };
                 Weight::Q4_1(PackedQ4_1::pack(&blocks, rows).map_err(kerr)?)
             }
-            GgmlDType::Q8_0 => Weight::Q8_0(k::blocks_from_bytes(&t.data()?).map_err(kerr)?),
+            GgmlDType::Q8_0 => {
+                let blocks: Vec<BlockQ8_0> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
+                Weight::Q8_0(PackedQ8_0::pack(&blocks, rows).map_err(kerr)?)
+            }
             _ => Weight::Quant(Arc::new(t)),
         })
     }
@@ -82,10 +86,14 @@ impl Linear {
             Weight::F32(w) => (w.len(), rows * cols),
             Weight::Q4_0(w) => (w.len() * QK, rows * cols),
             Weight::Q4_1(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
-            Weight::Q8_0(w) => (w.len() * QK, rows * cols),
+            Weight::Q8_0(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Quant(_) => (0, 0),
         };
-        let packed_rows_differ = matches!(&weight, Weight::Q4_1(w) if w.rows() != rows);
+        let packed_rows_differ = match &weight {
+            Weight::Q4_1(w) => w.rows() != rows,
+            Weight::Q8_0(w) => w.rows() != rows,
+            _ => false,
+        };
         if have != want
             || packed_rows_differ
             || (!matches!(weight, Weight::F32(_)) && !cols.is_multiple_of(QK))
@@ -133,11 +141,11 @@ impl Linear {
             }
             Weight::Q4_1(w) => {
                 let xq = quantize(x, k::quantize_row_q8_1)?;
-                k::matmul_q4_1_packed(w, &xq, n, out).map_err(kernel_err)?;
+                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Q8_0(w) => {
                 let xq = quantize(x, k::quantize_row_q8_0)?;
-                k::matmul_q8_0(w, rows, &xq, n, out).map_err(kernel_err)?;
+                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Quant(q) => {
                 let xt = Tensor::from_slice(x, (n, self.cols), &Device::Cpu)?;
@@ -171,9 +179,7 @@ impl Linear {
                 k::dequantize_row_q4_0(&w[r * nb..(r + 1) * nb], out).map_err(kernel_err)?
             }
             Weight::Q4_1(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
-            Weight::Q8_0(w) => {
-                k::dequantize_row_q8_0(&w[r * nb..(r + 1) * nb], out).map_err(kernel_err)?
-            }
+            Weight::Q8_0(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Quant(q) => {
                 let ids = Tensor::new(&[r as u32], &Device::Cpu)?;
                 let y = q.embedding(&ids)?.flatten_all()?.to_vec1::<f32>()?;
