@@ -19,6 +19,8 @@ pub enum BenchCmd {
     Events(crate::bench_events::EventsArgs),
     /// Many requests at once through the engine, as a server runs them
     Serve(crate::bench_serve::ServeBenchArgs),
+    /// Write a random-weight GGUF with a published model's shapes (Q4_K_M layout)
+    Model(crate::bench_model::BenchModelArgs),
 }
 
 #[derive(Args, Debug)]
@@ -65,6 +67,7 @@ impl BenchCmd {
             BenchCmd::Decode(a) => a.model.threads,
             BenchCmd::Events(a) => a.model.threads,
             BenchCmd::Serve(a) => a.model.threads,
+            BenchCmd::Model(_) => None,
         }
     }
 }
@@ -74,6 +77,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Decode(a) => decode(a),
         BenchCmd::Events(a) => crate::bench_events::run(a),
         BenchCmd::Serve(a) => crate::bench_serve::run(a),
+        BenchCmd::Model(a) => crate::bench_model::run(a),
     }
 }
 

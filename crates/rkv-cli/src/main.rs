@@ -4,6 +4,7 @@
 mod args;
 mod bench;
 mod bench_events;
+mod bench_model;
 mod bench_serve;
 mod eval;
 mod exit;

@@ -4,6 +4,7 @@
 //! the weight mode (native quantised or dequantised to f32).
 //! Must not know: layers' maths, caches.
 
+pub mod bench_model;
 pub mod gguf;
 mod gguf_alignment;
 pub mod hf;
