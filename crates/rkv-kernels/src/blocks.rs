@@ -60,11 +60,11 @@ pub trait Block: Copy + Default {
     fn decode(b: &[u8]) -> Self;
 }
 
-fn f16_at(b: &[u8], at: usize) -> f16 {
+pub(crate) fn f16_at(b: &[u8], at: usize) -> f16 {
     f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]]))
 }
 
-fn i8s<const N: usize>(b: &[u8]) -> [i8; N] {
+pub(crate) fn i8s<const N: usize>(b: &[u8]) -> [i8; N] {
     std::array::from_fn(|i| b[i] as i8)
 }
 

@@ -28,6 +28,8 @@ pub trait Interleaved: Copy + Default + Send + Sync {
     type Act: Sync;
     /// For error messages.
     const NAME: &'static str;
+    /// Values per row block (32, or 256 for K-quants).
+    const VALUES: usize = QK;
 
     /// Stores `row` as lane `lane` (0..8).
     fn put(&mut self, lane: usize, row: &Self::Row);
@@ -36,7 +38,7 @@ pub trait Interleaved: Copy + Default + Send + Sync {
     /// ggml's row dequantiser of the format.
     ///
     /// # Errors
-    /// When `out.len() != row.len() * 32`.
+    /// When `out.len() != row.len() * Self::VALUES`.
     fn dequantize(row: &[Self::Row], out: &mut [f32]) -> Result<(), KernelError>;
     /// One output: lane `lane` of the group's blocks `w` against activation row `y`
     /// (as many blocks), in the format's numerics (the scalar oracle).
@@ -52,7 +54,7 @@ pub trait Interleaved: Copy + Default + Send + Sync {
     }
 }
 
-/// A quantised weight `[rows, nb * 32]`, eight rows to a group; the last group is
+/// A quantised weight `[rows, nb * P::VALUES]`, eight rows to a group; the last group is
 /// padded with zero rows that the products never write out.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Packed<P> {
@@ -115,7 +117,7 @@ impl<P: Interleaved> Packed<P> {
         self.rows
     }
 
-    /// Blocks of 32 values per row.
+    /// Blocks (of `P::VALUES` values) per row.
     pub fn blocks_per_row(&self) -> usize {
         self.nb
     }
@@ -137,12 +139,12 @@ impl<P: Interleaved> Packed<P> {
         self.blocks[(r / ROWS_X8) * self.nb + b].get(r % ROWS_X8)
     }
 
-    /// ggml's dequantisation of row `r` into `y` (`nb * 32` values).
+    /// ggml's dequantisation of row `r` into `y` (`nb * P::VALUES` values).
     ///
     /// # Errors
-    /// When `r >= rows` or `y.len() != nb * 32`.
+    /// When `r >= rows` or `y.len() != nb * P::VALUES`.
     pub fn dequantize_row(&self, r: usize, y: &mut [f32]) -> Result<(), KernelError> {
-        check_len("packed dequantize output", self.nb * QK, y.len())?;
+        check_len("packed dequantize output", self.nb * P::VALUES, y.len())?;
         if r >= self.rows {
             return Err(KernelError::Length {
                 what: "packed row index bound",
@@ -150,7 +152,7 @@ impl<P: Interleaved> Packed<P> {
                 got: r,
             });
         }
-        for (b, out) in y.chunks_exact_mut(QK).enumerate() {
+        for (b, out) in y.chunks_exact_mut(P::VALUES).enumerate() {
             P::dequantize(std::slice::from_ref(&self.row_block(r, b)), out)?;
         }
         Ok(())

@@ -25,6 +25,7 @@ mod attn_avx2;
 ))]
 mod attn_avx512;
 pub mod blocks;
+pub mod blocks_k;
 pub mod dot;
 #[cfg(x86_64_v3)]
 mod dot_avx2;
@@ -32,12 +33,15 @@ pub mod error;
 pub mod gemm;
 #[cfg(x86_64_v3)]
 mod gemm_avx2;
+#[cfg(x86_64_v3)]
+mod gemm_avx2_k;
 pub mod gqa;
 #[cfg(x86_64_v3)]
 mod gqa_avx2;
 pub mod interleaved;
 pub mod matmul;
 pub mod packed_q4_1;
+pub mod packed_q4_k;
 pub mod packed_q8_0;
 pub mod quantize;
 
@@ -48,6 +52,9 @@ pub use attn::{
 pub use blocks::{
     blocks_from_bytes, dequantize_row_q4_0, dequantize_row_q4_1, dequantize_row_q8_0,
     dequantize_row_q8_1, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK,
+};
+pub use blocks_k::{
+    dequantize_row_q4_k, quantize_row_q8_k, vec_dot_q4_k_q8_k_ref, BlockQ4K, BlockQ8K, QK_K,
 };
 pub use dot::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_ref, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_ref,
@@ -60,6 +67,7 @@ pub use half::f16;
 pub use interleaved::{matmul_packed_ref, Interleaved, Packed};
 pub use matmul::{matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
 pub use packed_q4_1::{BlockQ4_1x8, PackedQ4_1};
+pub use packed_q4_k::{BlockQ4_Kx8, PackedQ4K};
 pub use packed_q8_0::{BlockQ8_0x8, PackedQ8_0};
 pub use quantize::{
     quantize_row_q8_0, quantize_row_q8_0_ref, quantize_row_q8_1, quantize_row_q8_1_ref,

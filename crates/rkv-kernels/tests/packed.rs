@@ -1,4 +1,5 @@
-//! The packed (eight-row interleaved) products, Q4_1 x Q8_1 and Q8_0 x Q8_0:
+//! The packed (eight-row interleaved) products, Q4_1 x Q8_1, Q8_0 x Q8_0 and
+//! Q4_K x Q8_K:
 //! repacking is lossless, the SIMD product equals its scalar reference bit for bit
 //! whatever the token count, tiling and thread count, a token's outputs do not
 //! depend on the others in its batch, and the result agrees with ggml's row dot
@@ -67,6 +68,32 @@ impl Format for BlockQ8_0x8 {
     }
 }
 
+impl Format for BlockQ4_Kx8 {
+    /// Any 12 scale bytes are a valid packing of eight 6-bit scales and mins.
+    fn weights(r: &mut StdRng, n: usize) -> Vec<BlockQ4K> {
+        (0..n)
+            .map(|_| BlockQ4K {
+                d: f16::from_f32(r.gen_range(-0.01f32..0.01)),
+                dmin: f16::from_f32(r.gen_range(-0.01f32..0.01)),
+                scales: std::array::from_fn(|_| r.gen()),
+                qs: std::array::from_fn(|_| r.gen()),
+            })
+            .collect()
+    }
+    fn acts(r: &mut StdRng, n: usize) -> Vec<BlockQ8K> {
+        let x: Vec<f32> = (0..n * QK_K).map(|_| r.gen_range(-3.0f32..3.0)).collect();
+        let mut y = vec![BlockQ8K::default(); n];
+        quantize_row_q8_k(&x, &mut y).unwrap();
+        y
+    }
+    fn ggml_dot(w: &[BlockQ4K], x: &[BlockQ8K]) -> f32 {
+        vec_dot_q4_k_q8_k_ref(w, x)
+    }
+    fn ggml_dequantize(w: &[BlockQ4K], out: &mut [f32]) {
+        dequantize_row_q4_k(w, out).unwrap()
+    }
+}
+
 fn product<P: Interleaved>(w: &Packed<P>, x: &[P::Act], n: usize, threads: usize) -> Vec<f32> {
     let mut out = vec![f32::NAN; n * w.rows()];
     pool(threads)
@@ -86,12 +113,14 @@ fn packing_keeps_every_block<P: Format>(seed: u64) {
             for b in 0..nb {
                 assert_eq!(p.row_block(i, b), w[i * nb + b], "row {i} block {b}");
             }
-            let (mut got, mut want) = (vec![0.0; nb * QK], vec![0.0; nb * QK]);
+            let (mut got, mut want) = (vec![0.0; nb * P::VALUES], vec![0.0; nb * P::VALUES]);
             p.dequantize_row(i, &mut got).unwrap();
             P::ggml_dequantize(&w[i * nb..(i + 1) * nb], &mut want);
             assert_eq!(got, want);
         }
-        assert!(p.dequantize_row(rows, &mut vec![0.0; nb * QK]).is_err());
+        assert!(p
+            .dequantize_row(rows, &mut vec![0.0; nb * P::VALUES])
+            .is_err());
     }
 }
 
@@ -189,6 +218,7 @@ macro_rules! format_tests {
 
 format_tests!(q4_1x8, BlockQ4_1x8, 31);
 format_tests!(q8_0x8, BlockQ8_0x8, 41);
+format_tests!(q4_kx8, BlockQ4_Kx8, 51);
 
 #[test]
 fn q4_1_extreme_quants_do_not_overflow() {
@@ -241,5 +271,33 @@ fn q8_0_extreme_quants_do_not_overflow() {
             let want = (nb * QK) as f32 * wq as f32 * q as f32;
             assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
         }
+    }
+}
+
+#[test]
+fn q4_k_extreme_quants_do_not_overflow() {
+    // Every nibble 15 and every scale 63 against activations of -128 and 127: the i16
+    // pair sums of a sub-block pair are at their bound before the scale `madd`.
+    let (rows, nb) = (8, 4);
+    let w: Vec<BlockQ4K> = (0..rows * nb)
+        .map(|_| BlockQ4K {
+            d: f16::from_f32(1.0),
+            dmin: f16::from_f32(0.0),
+            scales: [0xFF; 12],
+            qs: [0xFF; QK_K / 2],
+        })
+        .collect();
+    let p = PackedQ4K::pack(&w, rows).unwrap();
+    for q in [-128i8, 127] {
+        let x: Vec<BlockQ8K> = (0..nb)
+            .map(|_| BlockQ8K {
+                d: 1.0,
+                qs: [q; QK_K],
+                bsums: [16 * q as i16; QK_K / 16],
+            })
+            .collect();
+        let got = product(&p, &x, 1, 1);
+        let want = (nb * QK_K) as f32 * 15.0 * 63.0 * q as f32;
+        assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
     }
 }

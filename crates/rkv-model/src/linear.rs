@@ -12,7 +12,9 @@ use candle_core::{Device, Module, Tensor};
 
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
-use rkv_kernels::{BlockQ4_0, BlockQ4_1, BlockQ8_0, PackedQ4_1, PackedQ8_0, QK};
+use rkv_kernels::{
+    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ8_0, PackedQ4K, PackedQ4_1, PackedQ8_0, QK, QK_K,
+};
 
 use crate::error::{ModelError, Result};
 
@@ -26,6 +28,9 @@ pub enum Weight {
     /// ggml Q8_0 blocks repacked eight rows at a time for rkv's blocked product
     /// (activations quantised to Q8_0). `[rows/8, cols/32]` of eight-row blocks
     Q8_0(PackedQ8_0),
+    /// ggml Q4_K super-blocks repacked eight rows at a time for rkv's blocked product
+    /// (activations quantised to Q8_K). `[rows/8, cols/256]` of eight-row blocks
+    Q4K(PackedQ4K),
     /// Any other GGML-quantised tensor (K-quants, Q5), run through candle's quantised matmul.
     Quant(Arc<QTensor>),
     /// Dense f32, row-major. `[rows, cols]`
@@ -53,6 +58,10 @@ impl Weight {
                 let blocks: Vec<BlockQ8_0> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
                 Weight::Q8_0(PackedQ8_0::pack(&blocks, rows).map_err(kerr)?)
             }
+            GgmlDType::Q4K => {
+                let blocks: Vec<BlockQ4K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
+                Weight::Q4K(PackedQ4K::pack(&blocks, rows).map_err(kerr)?)
+            }
             _ => Weight::Quant(Arc::new(t)),
         })
     }
@@ -62,13 +71,14 @@ fn kernel_err(e: k::KernelError) -> ModelError {
     ModelError::BadInput(format!("kernel: {e}"))
 }
 
-/// Activations `x` (rows of a multiple of 32 columns, so no block spans two rows)
-/// quantised block by block with `f`.
+/// Activations `x` (rows of a multiple of `per` columns, so no block spans two rows)
+/// quantised block by block with `f`, `per` values to a block.
 fn quantize<B: Clone + Default>(
     x: &[f32],
+    per: usize,
     f: fn(&[f32], &mut [B]) -> std::result::Result<(), k::KernelError>,
 ) -> Result<Vec<B>> {
-    let mut q = vec![B::default(); x.len() / QK];
+    let mut q = vec![B::default(); x.len() / per];
     f(x, &mut q).map_err(kernel_err)?;
     Ok(q)
 }
@@ -87,11 +97,13 @@ impl Linear {
             Weight::Q4_0(w) => (w.len() * QK, rows * cols),
             Weight::Q4_1(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Q8_0(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
+            Weight::Q4K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
             Weight::Quant(_) => (0, 0),
         };
         let packed_rows_differ = match &weight {
             Weight::Q4_1(w) => w.rows() != rows,
             Weight::Q8_0(w) => w.rows() != rows,
+            Weight::Q4K(w) => w.rows() != rows,
             _ => false,
         };
         if have != want
@@ -136,15 +148,19 @@ impl Linear {
         let rows = self.rows;
         match &self.weight {
             Weight::Q4_0(w) => {
-                let xq = quantize(x, k::quantize_row_q8_0)?;
+                let xq = quantize(x, QK, k::quantize_row_q8_0)?;
                 k::matmul_q4_0(w, rows, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Q4_1(w) => {
-                let xq = quantize(x, k::quantize_row_q8_1)?;
+                let xq = quantize(x, QK, k::quantize_row_q8_1)?;
                 k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Q8_0(w) => {
-                let xq = quantize(x, k::quantize_row_q8_0)?;
+                let xq = quantize(x, QK, k::quantize_row_q8_0)?;
+                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
+            }
+            Weight::Q4K(w) => {
+                let xq = quantize(x, QK_K, k::quantize_row_q8_k)?;
                 k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
             }
             Weight::Quant(q) => {
@@ -180,6 +196,7 @@ impl Linear {
             }
             Weight::Q4_1(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q8_0(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
+            Weight::Q4K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Quant(q) => {
                 let ids = Tensor::new(&[r as u32], &Device::Cpu)?;
                 let y = q.embedding(&ids)?.flatten_all()?.to_vec1::<f32>()?;

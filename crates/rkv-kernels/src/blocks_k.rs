@@ -1,0 +1,203 @@
+//! ggml's K-quant super-blocks of 256 values that rkv runs with its own kernels
+//! (Q4_K, and Q8_K for the activations), their decoding from GGUF bytes, the row
+//! dequantiser and the activation quantiser.
+//!
+//! Layouts and formulas follow ggml (`ggml-common.h` `block_q4_K` / `block_q8_K`,
+//! `ggml-quants.c` `dequantize_row_q4_K` and `quantize_row_q8_K_ref`, which is also
+//! what ggml's x86 build runs for Q8_K). A Q4_K super-block holds eight sub-blocks of
+//! 32 values, each with a 6-bit scale and a 6-bit min packed into `scales` (12
+//! bytes); value `e` of sub-block `2 k` is the low nibble of `qs[32 k + e]`, of
+//! sub-block `2 k + 1` its high nibble; `w = d * sc * q - dmin * m`.
+//!
+//! Must not know: models, threads.
+
+use half::f16;
+
+use crate::blocks::{f16_at, i8s, Block};
+use crate::error::{check_len, check_multiple, KernelError};
+
+/// Values per K-quant super-block.
+pub const QK_K: usize = 256;
+
+/// ggml `block_q4_K` (144 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ4K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qs: [u8; QK_K / 2],
+}
+
+impl Default for BlockQ4K {
+    fn default() -> Self {
+        Self {
+            d: f16::ZERO,
+            dmin: f16::ZERO,
+            scales: [0; 12],
+            qs: [0; QK_K / 2],
+        }
+    }
+}
+
+/// ggml `block_q8_K` (292 bytes): `x = d * q`, `bsums[g]` the sum of values
+/// `16 g .. 16 g + 16`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    pub bsums: [i16; QK_K / 16],
+}
+
+impl Default for BlockQ8K {
+    fn default() -> Self {
+        Self {
+            d: 0.0,
+            qs: [0; QK_K],
+            bsums: [0; QK_K / 16],
+        }
+    }
+}
+
+impl Block for BlockQ4K {
+    const BYTES: usize = 144;
+    fn decode(b: &[u8]) -> Self {
+        let mut scales = [0u8; 12];
+        scales.copy_from_slice(&b[4..16]);
+        let mut qs = [0u8; QK_K / 2];
+        qs.copy_from_slice(&b[16..144]);
+        Self {
+            d: f16_at(b, 0),
+            dmin: f16_at(b, 2),
+            scales,
+            qs,
+        }
+    }
+}
+
+impl Block for BlockQ8K {
+    const BYTES: usize = 292;
+    fn decode(b: &[u8]) -> Self {
+        let mut bsums = [0i16; QK_K / 16];
+        for (g, s) in bsums.iter_mut().enumerate() {
+            *s = i16::from_le_bytes([b[260 + 2 * g], b[261 + 2 * g]]);
+        }
+        Self {
+            d: f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            qs: i8s(&b[4..260]),
+            bsums,
+        }
+    }
+}
+
+/// Scale and min of sub-block `j` (ggml `get_scale_min_k4`).
+pub fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// The 12-byte packing of eight 6-bit scales and mins (inverse of [`scale_min_k4`]).
+pub fn pack_scale_min_k4(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
+    let mut q = [0u8; 12];
+    for j in 0..4 {
+        q[j] = (sc[j] & 63) | ((sc[j + 4] >> 4) << 6);
+        q[j + 4] = (m[j] & 63) | ((m[j + 4] >> 4) << 6);
+        q[j + 8] = (sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4);
+    }
+    q
+}
+
+/// ggml `dequantize_row_q4_K`.
+///
+/// # Errors
+/// [`KernelError::Length`] unless `y.len() == x.len() * 256`.
+pub fn dequantize_row_q4_k(x: &[BlockQ4K], y: &mut [f32]) -> Result<(), KernelError> {
+    check_len("dequantize q4_k output", x.len() * QK_K, y.len())?;
+    for (b, out) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = (b.d.to_f32(), b.dmin.to_f32());
+        for k in 0..4 {
+            let (sc0, m0) = scale_min_k4(2 * k, &b.scales);
+            let (sc1, m1) = scale_min_k4(2 * k + 1, &b.scales);
+            let (d0, n0) = (d * sc0 as f32, dmin * m0 as f32);
+            let (d1, n1) = (d * sc1 as f32, dmin * m1 as f32);
+            for e in 0..32 {
+                let q = b.qs[32 * k + e];
+                out[64 * k + e] = d0 * (q & 0xF) as f32 - n0;
+                out[64 * k + 32 + e] = d1 * (q >> 4) as f32 - n1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ggml's `nearest_int`: round to nearest, ties to even (for |v| < 2^22).
+fn nearest_int(v: f32) -> i32 {
+    v.round_ties_even() as i32
+}
+
+/// ggml `quantize_row_q8_K_ref`: per super-block, `iscale = -127 / max` where `max`
+/// is the value of largest magnitude (the first one on ties), `q = min(127,
+/// nearest_int(iscale * x))`, `d = 1 / iscale`, and the sums of each 16 quants.
+///
+/// # Errors
+/// When `x.len() % 256 != 0` or `y.len() != x.len() / 256`.
+pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelError> {
+    check_multiple("quantize q8_k input", x.len(), QK_K)?;
+    check_len("quantize q8_k output blocks", x.len() / QK_K, y.len())?;
+    for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK_K)) {
+        let (mut max, mut amax) = (0.0f32, 0.0f32);
+        for &v in xb {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            *b = BlockQ8K::default();
+            continue;
+        }
+        let iscale = -127.0 / max;
+        for (q, &v) in b.qs.iter_mut().zip(xb) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
+        for (g, s) in b.bsums.iter_mut().enumerate() {
+            *s = b.qs[16 * g..16 * g + 16].iter().map(|&q| q as i16).sum();
+        }
+        b.d = 1.0 / iscale;
+    }
+    Ok(())
+}
+
+/// ggml `vec_dot_q4_K_q8_K` in its portable form's exact integer sums, summed per
+/// super-block in f32 as `d * d_y * isum - dmin * d_y * msum` (the reference the
+/// packed product is checked against up to rounding).
+///
+/// # Panics
+/// If `x.len() != y.len()`.
+pub fn vec_dot_q4_k_q8_k_ref(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot_q4_k_q8_k: block counts differ");
+    let mut acc = 0.0f32;
+    for (b, yb) in x.iter().zip(y) {
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, &b.scales);
+            let mut s = 0i32;
+            for e in 0..32 {
+                let byte = b.qs[32 * (j / 2) + e];
+                let q = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
+                s += q as i32 * yb.qs[32 * j + e] as i32;
+            }
+            isum += sc as i32 * s;
+            msum += m as i32 * (yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32);
+        }
+        acc += b.d.to_f32() * yb.d * isum as f32 - b.dmin.to_f32() * yb.d * msum as f32;
+    }
+    acc
+}

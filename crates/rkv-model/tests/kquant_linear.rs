@@ -1,0 +1,58 @@
+//! rkv's own Q4_K product (packed, activations quantised to Q8_K) against candle's
+//! quantised matmul (its port of ggml's k-quants) on the same tensor: one token and a
+//! batch, and the row lookup against candle's dequantisation.
+
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use rkv_model::linear::{Linear, Weight};
+
+fn random_q4k(rows: usize, cols: usize, seed: u64) -> QTensor {
+    use rand::{Rng, SeedableRng};
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+    let w: Vec<f32> = (0..rows * cols)
+        .map(|_| r.gen_range(-0.1f32..0.1))
+        .collect();
+    let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
+    QTensor::quantize(&t, GgmlDType::Q4K).expect("quantize to Q4_K")
+}
+
+#[test]
+fn q4_k_linear_matches_candle() {
+    let (rows, cols) = (72, 512);
+    let q = random_q4k(rows, cols, 5);
+    let ours = Linear::new(
+        rows,
+        cols,
+        Weight::from_qtensor(random_q4k(rows, cols, 5)).expect("pack"),
+        None,
+    )
+    .expect("linear");
+    assert!(
+        matches!(ours.weight(), Weight::Q4K(_)),
+        "Q4_K takes rkv's kernel"
+    );
+    let candle = Linear::new(rows, cols, Weight::Quant(Arc::new(q)), None).expect("linear");
+    use rand::{Rng, SeedableRng};
+    let mut r = rand::rngs::StdRng::seed_from_u64(6);
+    for n in [1usize, 5] {
+        let x: Vec<f32> = (0..n * cols).map(|_| r.gen_range(-2.0f32..2.0)).collect();
+        let (mut a, mut b) = (vec![0.0; n * rows], vec![0.0; n * rows]);
+        ours.forward(&x, n, &mut a).expect("ours");
+        candle.forward(&x, n, &mut b).expect("candle");
+        let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                (p - q).abs() <= 1e-4 * scale,
+                "n {n} output {i}: {p} vs {q}"
+            );
+        }
+    }
+    for row in [0, 37, 71] {
+        let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
+        ours.row(row, &mut a).expect("ours");
+        candle.row(row, &mut b).expect("candle");
+        assert_eq!(a, b, "row {row}");
+    }
+}
