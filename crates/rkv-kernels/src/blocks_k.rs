@@ -1,5 +1,5 @@
 //! ggml's K-quant super-blocks of 256 values that rkv runs with its own kernels
-//! (Q4_K, and Q8_K for the activations), their decoding from GGUF bytes, the row
+//! (Q4_K, Q6_K, and Q8_K for the activations), their decoding from GGUF bytes, the row
 //! dequantiser and the activation quantiser.
 //!
 //! Layouts and formulas follow ggml (`ggml-common.h` `block_q4_K` / `block_q8_K`,
@@ -40,6 +40,41 @@ impl Default for BlockQ4K {
     }
 }
 
+/// ggml `block_q6_K` (210 bytes): value `v` of half `n` (0..2) at `l` (0..32) and part
+/// `p` (0..4), `v = 128 n + 32 p + l`, is the low (`p` 0, 1) or high (`p` 2, 3) nibble
+/// of `ql[64 n + 32 (p % 2) + l]` with bits `2 p, 2 p + 1` of `qh[32 n + l]` above it;
+/// `w = d * scales[v / 16] * (q - 32)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ6K {
+    pub ql: [u8; QK_K / 2],
+    pub qh: [u8; QK_K / 4],
+    pub scales: [i8; QK_K / 16],
+    pub d: f16,
+}
+
+impl Default for BlockQ6K {
+    fn default() -> Self {
+        Self {
+            ql: [0; QK_K / 2],
+            qh: [0; QK_K / 4],
+            scales: [0; QK_K / 16],
+            d: f16::ZERO,
+        }
+    }
+}
+
+impl BlockQ6K {
+    /// The 6-bit quant (0..64) of value `v`.
+    pub fn quant(&self, v: usize) -> u8 {
+        let (n, p, l) = (v / 128, (v % 128) / 32, v % 32);
+        let low = self.ql[64 * n + 32 * (p % 2) + l];
+        let low = if p < 2 { low & 0xF } else { low >> 4 };
+        let high = (self.qh[32 * n + l] >> (2 * p)) & 3;
+        low | (high << 4)
+    }
+}
+
 /// ggml `block_q8_K` (292 bytes): `x = d * q`, `bsums[g]` the sum of values
 /// `16 g .. 16 g + 16`.
 #[repr(C)]
@@ -75,6 +110,24 @@ impl Block for BlockQ4K {
         }
     }
 }
+
+impl Block for BlockQ6K {
+    const BYTES: usize = 210;
+    fn decode(b: &[u8]) -> Self {
+        let mut ql = [0u8; QK_K / 2];
+        ql.copy_from_slice(&b[0..128]);
+        let mut qh = [0u8; QK_K / 4];
+        qh.copy_from_slice(&b[128..192]);
+        Self {
+            ql,
+            qh,
+            scales: i8s(&b[192..208]),
+            d: f16_at(b, 208),
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ6K>() == 210);
 
 impl Block for BlockQ8K {
     const BYTES: usize = 292;
@@ -135,6 +188,39 @@ pub fn dequantize_row_q4_k(x: &[BlockQ4K], y: &mut [f32]) -> Result<(), KernelEr
         }
     }
     Ok(())
+}
+
+/// ggml `dequantize_row_q6_K`.
+///
+/// # Errors
+/// [`KernelError::Length`] unless `y.len() == x.len() * 256`.
+pub fn dequantize_row_q6_k(x: &[BlockQ6K], y: &mut [f32]) -> Result<(), KernelError> {
+    check_len("dequantize q6_k output", x.len() * QK_K, y.len())?;
+    for (b, out) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        let d = b.d.to_f32();
+        for (v, o) in out.iter_mut().enumerate() {
+            *o = d * b.scales[v / 16] as f32 * (b.quant(v) as i32 - 32) as f32;
+        }
+    }
+    Ok(())
+}
+
+/// ggml `vec_dot_q6_K_q8_K`'s exact integer sum per super-block,
+/// `sum_v sc * (q - 32) * y`, summed in f32 as `d * d_y * isum` (the reference the
+/// packed product is checked against up to rounding).
+///
+/// # Panics
+/// If `x.len() != y.len()`.
+pub fn vec_dot_q6_k_q8_k_ref(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot_q6_k_q8_k: block counts differ");
+    let mut acc = 0.0f32;
+    for (b, yb) in x.iter().zip(y) {
+        let isum: i32 = (0..QK_K)
+            .map(|v| b.scales[v / 16] as i32 * (b.quant(v) as i32 - 32) * yb.qs[v] as i32)
+            .sum();
+        acc += b.d.to_f32() * yb.d * isum as f32;
+    }
+    acc
 }
 
 /// ggml's `nearest_int`: round to nearest, ties to even (for |v| < 2^22).

@@ -1,5 +1,5 @@
-//! AVX2 (+FMA, F16C) micro-kernel of the packed Q4_K product: eight weight rows
-//! ([`BlockQ4_Kx8`]) against `T` Q8_K activation rows.
+//! AVX2 (+FMA, F16C) micro-kernels of the packed K-quant products: eight weight rows
+//! ([`BlockQ4_Kx8`], [`BlockQ6_Kx8`]) against `T` Q8_K activation rows.
 //!
 //! Per sub-block pair, each 32-byte load of packed quants unpacks to the low and high
 //! nibbles (four values of each row for sub-blocks `2 k` and `2 k + 1`); a broadcast
@@ -9,7 +9,12 @@
 //! `sc * (q . y)` in each row's i32 lane. The mins term pairs two sub-blocks' mins
 //! per row with two sums of the activation's `bsums` in one `madd`.
 //!
-//! Bit-identical to `BlockQ4_Kx8::dot_lane_ref` (same exact integer sums, same `fma`
+//! Q6_K: each chunk's six-bit quants are assembled from a `ql` nibble and two `qh`
+//! bits (per byte, so shifts never carry between values); `maddubs` pairs reach
+//! `2 * 63 * 128`, so each chunk meets its signed scales (`madd`) at once. The `- 32`
+//! offset goes through the activation's `bsums`, as in ggml.
+//!
+//! Bit-identical to each format's `dot_lane_ref` (same exact integer sums, same `fma`
 //! order per lane). Must not know: threads, models.
 
 // Indexing by block `b`, pair `k`, chunk `c` and token `t` keeps the chains explicit.
@@ -20,6 +25,7 @@ use std::arch::x86_64::*;
 use crate::blocks_k::BlockQ8K;
 use crate::interleaved::ROWS_X8;
 use crate::packed_q4_k::BlockQ4_Kx8;
+use crate::packed_q6_k::BlockQ6_Kx8;
 
 /// Eight bytes (one per row) widened to i16 and each repeated twice: `[s0 s0 s1 s1 ..]`.
 #[inline]
@@ -29,6 +35,31 @@ fn per_row_pairs(bytes: &[u8]) -> __m256i {
     // SAFETY: 8 readable bytes (asserted); unaligned 64-bit load.
     let v = _mm_cvtepu8_epi16(unsafe { _mm_loadl_epi64(bytes.as_ptr() as *const __m128i) });
     _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v))
+}
+
+/// Eight signed bytes (one per row) widened to i16 and each repeated twice.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn per_row_pairs_i8(bytes: &[i8]) -> __m256i {
+    assert!(bytes.len() >= 8);
+    // SAFETY: 8 readable bytes (asserted); unaligned 64-bit load.
+    let v = _mm_cvtepi8_epi16(unsafe { _mm_loadl_epi64(bytes.as_ptr() as *const __m128i) });
+    _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v))
+}
+
+/// Two sub-blocks' eight signed bytes interleaved per row and widened.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_pairs_of_two_i8(a: &[i8], b: &[i8]) -> __m256i {
+    assert!(a.len() >= 8 && b.len() >= 8);
+    // SAFETY: 8 readable bytes each (asserted); unaligned 64-bit loads.
+    let (va, vb) = unsafe {
+        (
+            _mm_loadl_epi64(a.as_ptr() as *const __m128i),
+            _mm_loadl_epi64(b.as_ptr() as *const __m128i),
+        )
+    };
+    _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb))
 }
 
 /// Two sub-blocks' eight bytes interleaved per row and widened: `[a0 b0 a1 b1 ..]`.
@@ -128,6 +159,100 @@ pub(crate) fn q4_kx8_tile<const T: usize>(
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), q, acc[t]);
             let nm = _mm256_xor_ps(_mm256_mul_ps(m8, dy), sign);
             acc[t] = _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(msum), acc[t]);
+        }
+    }
+    for t in 0..T {
+        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
+        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
+/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q6_k.rs`.
+///
+/// # Panics
+/// If some `ys[t].len() != w.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q6_kx8_tile<const T: usize>(
+    w: &[BlockQ6_Kx8],
+    ys: &[&[BlockQ8K]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    let nb = w.len();
+    for y in ys {
+        assert_eq!(y.len(), nb, "q6_kx8 tile: block counts differ");
+    }
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        let wb = &w[b];
+        // SAFETY: `d` is 8 f16 (16 readable bytes); unaligned load.
+        let d8 = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)) };
+        let mut isum = [_mm256_setzero_si256(); T];
+        for n in 0..2 {
+            for c in 0..8 {
+                // Sub-block of part p at this chunk: 8 n + 2 p + c / 4.
+                let sc: [__m256i; 4] = std::array::from_fn(|p| {
+                    per_row_pairs_i8(&wb.sc[8 * (8 * n + 2 * p + c / 4)..])
+                });
+                // SAFETY: 512 n + 256 + 32 c + 32 <= 1024 == ql.len() and
+                // 256 n + 32 c + 32 <= 512 == qh.len(); unaligned loads.
+                let (l0, l1, h) = unsafe {
+                    (
+                        _mm256_loadu_si256(wb.ql.as_ptr().add(512 * n + 32 * c) as *const __m256i),
+                        _mm256_loadu_si256(
+                            wb.ql.as_ptr().add(512 * n + 256 + 32 * c) as *const __m256i
+                        ),
+                        _mm256_loadu_si256(wb.qh.as_ptr().add(256 * n + 32 * c) as *const __m256i),
+                    )
+                };
+                let high = |shift: i32| {
+                    let bits = match shift {
+                        0 => h,
+                        2 => _mm256_srli_epi16(h, 2),
+                        4 => _mm256_srli_epi16(h, 4),
+                        _ => _mm256_srli_epi16(h, 6),
+                    };
+                    _mm256_slli_epi16(_mm256_and_si256(bits, m2), 4)
+                };
+                let q = [
+                    _mm256_or_si256(_mm256_and_si256(l0, m4), high(0)),
+                    _mm256_or_si256(_mm256_and_si256(l1, m4), high(2)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), high(4)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), high(6)),
+                ];
+                for t in 0..T {
+                    for p in 0..4 {
+                        // SAFETY: b < ys[t].len() (asserted); 128 n + 32 p + 4 c + 4 <= 256.
+                        let y = unsafe {
+                            let at = ys[t]
+                                .get_unchecked(b)
+                                .qs
+                                .as_ptr()
+                                .add(128 * n + 32 * p + 4 * c);
+                            _mm256_set1_epi32((at as *const i32).read_unaligned())
+                        };
+                        let pairs = _mm256_maddubs_epi16(q[p], y);
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs, sc[p]));
+                    }
+                }
+            }
+        }
+        let scales: [__m256i; 8] =
+            std::array::from_fn(|p| row_pairs_of_two_i8(&wb.sc[16 * p..], &wb.sc[16 * p + 8..]));
+        for t in 0..T {
+            // SAFETY: b < ys[t].len() (asserted above).
+            let yb = unsafe { ys[t].get_unchecked(b) };
+            let mut osum = _mm256_setzero_si256();
+            for p in 0..8 {
+                let (s0, s1) = (yb.bsums[2 * p] as i32, yb.bsums[2 * p + 1] as i32);
+                let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
+                osum = _mm256_add_epi32(osum, _mm256_madd_epi16(scales[p], pair));
+            }
+            let total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(osum, 5));
+            let dy = _mm256_set1_ps(yb.d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(total), acc[t]);
         }
     }
     for t in 0..T {

@@ -13,7 +13,8 @@ use candle_core::{Device, Module, Tensor};
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
 use rkv_kernels::{
-    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ8_0, PackedQ4K, PackedQ4_1, PackedQ8_0, QK, QK_K,
+    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ6K, BlockQ8_0, PackedQ4K, PackedQ4_1, PackedQ6K,
+    PackedQ8_0, QK, QK_K,
 };
 
 use crate::error::{ModelError, Result};
@@ -31,7 +32,10 @@ pub enum Weight {
     /// ggml Q4_K super-blocks repacked eight rows at a time for rkv's blocked product
     /// (activations quantised to Q8_K). `[rows/8, cols/256]` of eight-row blocks
     Q4K(PackedQ4K),
-    /// Any other GGML-quantised tensor (K-quants, Q5), run through candle's quantised matmul.
+    /// ggml Q6_K super-blocks repacked eight rows at a time (activations quantised to
+    /// Q8_K). `[rows/8, cols/256]` of eight-row blocks
+    Q6K(PackedQ6K),
+    /// Any other GGML-quantised tensor (Q2_K, Q3_K, Q5_K, Q5), run through candle's quantised matmul.
     Quant(Arc<QTensor>),
     /// Dense f32, row-major. `[rows, cols]`
     F32(Vec<f32>),
@@ -61,6 +65,10 @@ impl Weight {
             GgmlDType::Q4K => {
                 let blocks: Vec<BlockQ4K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
                 Weight::Q4K(PackedQ4K::pack(&blocks, rows).map_err(kerr)?)
+            }
+            GgmlDType::Q6K => {
+                let blocks: Vec<BlockQ6K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
+                Weight::Q6K(PackedQ6K::pack(&blocks, rows).map_err(kerr)?)
             }
             _ => Weight::Quant(Arc::new(t)),
         })
@@ -98,12 +106,14 @@ impl Linear {
             Weight::Q4_1(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Q8_0(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Q4K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
+            Weight::Q6K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
             Weight::Quant(_) => (0, 0),
         };
         let packed_rows_differ = match &weight {
             Weight::Q4_1(w) => w.rows() != rows,
             Weight::Q8_0(w) => w.rows() != rows,
             Weight::Q4K(w) => w.rows() != rows,
+            Weight::Q6K(w) => w.rows() != rows,
             _ => false,
         };
         if have != want
@@ -163,6 +173,10 @@ impl Linear {
                 let xq = quantize(x, QK_K, k::quantize_row_q8_k)?;
                 k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
             }
+            Weight::Q6K(w) => {
+                let xq = quantize(x, QK_K, k::quantize_row_q8_k)?;
+                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
+            }
             Weight::Quant(q) => {
                 let xt = Tensor::from_slice(x, (n, self.cols), &Device::Cpu)?;
                 let y = QMatMul::QTensor(q.clone()).forward(&xt)?;
@@ -197,6 +211,7 @@ impl Linear {
             Weight::Q4_1(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q8_0(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q4K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
+            Weight::Q6K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Quant(q) => {
                 let ids = Tensor::new(&[r as u32], &Device::Cpu)?;
                 let y = q.embedding(&ids)?.flatten_all()?.to_vec1::<f32>()?;

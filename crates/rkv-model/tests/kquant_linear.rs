@@ -1,4 +1,4 @@
-//! rkv's own Q4_K product (packed, activations quantised to Q8_K) against candle's
+//! rkv's own Q4_K and Q6_K products (packed, activations quantised to Q8_K) against candle's
 //! quantised matmul (its port of ggml's k-quants) on the same tensor: one token and a
 //! batch, and the row lookup against candle's dequantisation.
 
@@ -8,31 +8,32 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use rkv_model::linear::{Linear, Weight};
 
-fn random_q4k(rows: usize, cols: usize, seed: u64) -> QTensor {
+fn random_q(dtype: GgmlDType, rows: usize, cols: usize, seed: u64) -> QTensor {
     use rand::{Rng, SeedableRng};
     let mut r = rand::rngs::StdRng::seed_from_u64(seed);
     let w: Vec<f32> = (0..rows * cols)
         .map(|_| r.gen_range(-0.1f32..0.1))
         .collect();
     let t = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
-    QTensor::quantize(&t, GgmlDType::Q4K).expect("quantize to Q4_K")
+    QTensor::quantize(&t, dtype).expect("quantize")
 }
 
 #[test]
 fn q4_k_linear_matches_candle() {
+    matches_candle(GgmlDType::Q4K, |w| matches!(w, Weight::Q4K(_)));
+}
+
+#[test]
+fn q6_k_linear_matches_candle() {
+    matches_candle(GgmlDType::Q6K, |w| matches!(w, Weight::Q6K(_)));
+}
+
+fn matches_candle(dtype: GgmlDType, ours_kind: fn(&Weight) -> bool) {
     let (rows, cols) = (72, 512);
-    let q = random_q4k(rows, cols, 5);
-    let ours = Linear::new(
-        rows,
-        cols,
-        Weight::from_qtensor(random_q4k(rows, cols, 5)).expect("pack"),
-        None,
-    )
-    .expect("linear");
-    assert!(
-        matches!(ours.weight(), Weight::Q4K(_)),
-        "Q4_K takes rkv's kernel"
-    );
+    let q = random_q(dtype, rows, cols, 5);
+    let packed = Weight::from_qtensor(random_q(dtype, rows, cols, 5)).expect("pack");
+    let ours = Linear::new(rows, cols, packed, None).expect("linear");
+    assert!(ours_kind(ours.weight()), "{dtype:?} takes rkv's kernel");
     let candle = Linear::new(rows, cols, Weight::Quant(Arc::new(q)), None).expect("linear");
     use rand::{Rng, SeedableRng};
     let mut r = rand::rngs::StdRng::seed_from_u64(6);

@@ -1,0 +1,127 @@
+//! Q6_K weights eight rows to a block ([`BlockQ6_Kx8`]) and the per-output numerics
+//! of their product with Q8_K activations (the output head and, in some layers,
+//! `attn_v` and `ffn_down` of a Q4_K_M file).
+//!
+//! Layout: the eight rows' `d`, their sixteen signed scales (`[sub-block 16][rows
+//! 8]`), and `ql` and `qh` interleaved four bytes at a time: one 32-byte load of `ql`
+//! holds the low nibbles of four values of each row for two parts, one of `qh` their
+//! high bits for all four parts (ggml's `block_q6_K` split, no bytes added).
+//!
+//! Numerics (scalar and SIMD paths, bit for bit), for weight row `r` and activation
+//! row `t`, per super-block: `isum = sum_v sc_(v/16) * q_v * y_v` and
+//! `osum = sum_j sc_j * bsum_j`, exact integers, and
+//! `acc = fma(d_r * d_t, isum - 32 osum, acc)` (the quants' offset of 32 applied
+//! through the activation's block sums, as ggml does). Outputs depend only on their
+//! row and token.
+//!
+//! Must not know: threads, models.
+
+use half::f16;
+
+use crate::blocks_k::{BlockQ6K, BlockQ8K, QK_K};
+use crate::error::KernelError;
+use crate::interleaved::{Interleaved, Packed, ROWS_X8};
+
+/// Block `b` of eight rows of Q6_K (1680 bytes, as eight `block_q6_K`).
+///
+/// `ql[512 n + 256 h + 32 c + 4 i + k]` is `ql[64 n + 32 h + 4 c + k]` of row `i`, and
+/// `qh[256 n + 32 c + 4 i + k]` is `qh[32 n + 4 c + k]` of row `i` (`n`, `h` in 0..2,
+/// `c` in 0..8, `k` in 0..4).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ6_Kx8 {
+    pub d: [f16; ROWS_X8],            // [rows]
+    pub sc: [i8; 16 * ROWS_X8],       // [sub-block 16, rows 8]
+    pub ql: [u8; ROWS_X8 * QK_K / 2], // [half 2, part 2, chunk 8, rows 8, bytes 4]
+    pub qh: [u8; ROWS_X8 * QK_K / 4], // [half 2, chunk 8, rows 8, bytes 4]
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ6_Kx8>() == 1680);
+
+impl Default for BlockQ6_Kx8 {
+    fn default() -> Self {
+        Self {
+            d: [f16::ZERO; ROWS_X8],
+            sc: [0; 16 * ROWS_X8],
+            ql: [0; ROWS_X8 * QK_K / 2],
+            qh: [0; ROWS_X8 * QK_K / 4],
+        }
+    }
+}
+
+/// A Q6_K weight `[rows, nb * 256]`, packed eight rows to a block.
+pub type PackedQ6K = Packed<BlockQ6_Kx8>;
+
+/// Where byte `p` of a row's `ql` (0..128) goes for lane `i`.
+fn ql_at(p: usize, i: usize) -> usize {
+    let (n, h, l) = (p / 64, (p % 64) / 32, p % 32);
+    512 * n + 256 * h + 32 * (l / 4) + 4 * i + l % 4
+}
+
+/// Where byte `p` of a row's `qh` (0..64) goes for lane `i`.
+fn qh_at(p: usize, i: usize) -> usize {
+    let (n, l) = (p / 32, p % 32);
+    256 * n + 32 * (l / 4) + 4 * i + l % 4
+}
+
+impl BlockQ6_Kx8 {
+    /// The row block of lane `i` (cheap enough for the scalar oracle).
+    fn lane(&self, i: usize) -> BlockQ6K {
+        BlockQ6K {
+            ql: std::array::from_fn(|p| self.ql[ql_at(p, i)]),
+            qh: std::array::from_fn(|p| self.qh[qh_at(p, i)]),
+            scales: std::array::from_fn(|j| self.sc[8 * j + i]),
+            d: self.d[i],
+        }
+    }
+}
+
+impl Interleaved for BlockQ6_Kx8 {
+    type Row = BlockQ6K;
+    type Act = BlockQ8K;
+    const NAME: &'static str = "packed q6_k";
+    const VALUES: usize = QK_K;
+
+    fn put(&mut self, i: usize, src: &BlockQ6K) {
+        self.d[i] = src.d;
+        for (j, &s) in src.scales.iter().enumerate() {
+            self.sc[8 * j + i] = s;
+        }
+        for (p, &b) in src.ql.iter().enumerate() {
+            self.ql[ql_at(p, i)] = b;
+        }
+        for (p, &b) in src.qh.iter().enumerate() {
+            self.qh[qh_at(p, i)] = b;
+        }
+    }
+
+    fn get(&self, i: usize) -> BlockQ6K {
+        self.lane(i)
+    }
+
+    fn dequantize(row: &[BlockQ6K], out: &mut [f32]) -> Result<(), KernelError> {
+        crate::blocks_k::dequantize_row_q6_k(row, out)
+    }
+
+    fn dot_lane_ref(w: &[Self], i: usize, y: &[BlockQ8K]) -> f32 {
+        let mut acc = 0.0f32;
+        for (wb, yb) in w.iter().zip(y) {
+            let b = wb.lane(i);
+            let isum: i32 = (0..QK_K)
+                .map(|v| b.scales[v / 16] as i32 * b.quant(v) as i32 * yb.qs[v] as i32)
+                .sum();
+            let osum: i32 = (0..16)
+                .map(|j| b.scales[j] as i32 * yb.bsums[j] as i32)
+                .sum();
+            acc = (wb.d[i].to_f32() * yb.d).mul_add((isum - 32 * osum) as f32, acc);
+        }
+        acc
+    }
+
+    #[cfg(x86_64_v3)]
+    fn tile<const T: usize>(w: &[Self], ys: &[&[BlockQ8K]; T], out: &mut [[f32; ROWS_X8]; T]) {
+        // SAFETY: the kernel's target features are enabled for the whole build (the
+        // cfg above), so the CPU running it has them.
+        unsafe { crate::gemm_avx2_k::q6_kx8_tile::<T>(w, ys, out) }
+    }
+}
