@@ -1,5 +1,5 @@
 //! ggml's K-quant super-blocks of 256 values that rkv runs with its own kernels
-//! (Q4_K, Q6_K, and Q8_K for the activations), their decoding from GGUF bytes, the row
+//! (Q4_K, Q5_K, Q6_K, and Q8_K for the activations), their decoding from GGUF bytes, the row
 //! dequantiser and the activation quantiser.
 //!
 //! Layouts and formulas follow ggml (`ggml-common.h` `block_q4_K` / `block_q8_K`,
@@ -37,6 +37,39 @@ impl Default for BlockQ4K {
             scales: [0; 12],
             qs: [0; QK_K / 2],
         }
+    }
+}
+
+/// ggml `block_q5_K` (176 bytes): Q4_K's layout plus a fifth bit per value, bit
+/// `2 k` (sub-block `2 k`) or `2 k + 1` (sub-block `2 k + 1`) of `qh[e]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ5K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+
+impl Default for BlockQ5K {
+    fn default() -> Self {
+        Self {
+            d: f16::ZERO,
+            dmin: f16::ZERO,
+            scales: [0; 12],
+            qh: [0; QK_K / 8],
+            qs: [0; QK_K / 2],
+        }
+    }
+}
+
+impl BlockQ5K {
+    /// The 5-bit quant (0..32) of value `e` (0..32) of sub-block `j` (0..8).
+    pub fn quant(&self, j: usize, e: usize) -> u8 {
+        let byte = self.qs[32 * (j / 2) + e];
+        let low = if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 };
+        low | (((self.qh[e] >> j) & 1) << 4)
     }
 }
 
@@ -110,6 +143,27 @@ impl Block for BlockQ4K {
         }
     }
 }
+
+impl Block for BlockQ5K {
+    const BYTES: usize = 176;
+    fn decode(b: &[u8]) -> Self {
+        let mut scales = [0u8; 12];
+        scales.copy_from_slice(&b[4..16]);
+        let mut qh = [0u8; QK_K / 8];
+        qh.copy_from_slice(&b[16..48]);
+        let mut qs = [0u8; QK_K / 2];
+        qs.copy_from_slice(&b[48..176]);
+        Self {
+            d: f16_at(b, 0),
+            dmin: f16_at(b, 2),
+            scales,
+            qh,
+            qs,
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ5K>() == 176);
 
 impl Block for BlockQ6K {
     const BYTES: usize = 210;
@@ -188,6 +242,49 @@ pub fn dequantize_row_q4_k(x: &[BlockQ4K], y: &mut [f32]) -> Result<(), KernelEr
         }
     }
     Ok(())
+}
+
+/// ggml `dequantize_row_q5_K`.
+///
+/// # Errors
+/// [`KernelError::Length`] unless `y.len() == x.len() * 256`.
+pub fn dequantize_row_q5_k(x: &[BlockQ5K], y: &mut [f32]) -> Result<(), KernelError> {
+    check_len("dequantize q5_k output", x.len() * QK_K, y.len())?;
+    for (b, out) in x.iter().zip(y.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = (b.d.to_f32(), b.dmin.to_f32());
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, &b.scales);
+            let (dj, mj) = (d * sc as f32, dmin * m as f32);
+            for e in 0..32 {
+                out[32 * j + e] = dj * b.quant(j, e) as f32 - mj;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ggml `vec_dot_q5_K_q8_K`'s exact integer sums per super-block, summed in f32 as
+/// `d * d_y * isum - dmin * d_y * msum` (the reference the packed product is checked
+/// against up to rounding).
+///
+/// # Panics
+/// If `x.len() != y.len()`.
+pub fn vec_dot_q5_k_q8_k_ref(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot_q5_k_q8_k: block counts differ");
+    let mut acc = 0.0f32;
+    for (b, yb) in x.iter().zip(y) {
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, &b.scales);
+            let s: i32 = (0..32)
+                .map(|e| b.quant(j, e) as i32 * yb.qs[32 * j + e] as i32)
+                .sum();
+            isum += sc as i32 * s;
+            msum += m as i32 * (yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32);
+        }
+        acc += b.d.to_f32() * yb.d * isum as f32 - b.dmin.to_f32() * yb.d * msum as f32;
+    }
+    acc
 }
 
 /// ggml `dequantize_row_q6_K`.

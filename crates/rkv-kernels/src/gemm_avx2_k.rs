@@ -1,5 +1,6 @@
 //! AVX2 (+FMA, F16C) micro-kernels of the packed K-quant products: eight weight rows
-//! ([`BlockQ4_Kx8`], [`BlockQ6_Kx8`]) against `T` Q8_K activation rows.
+//! ([`BlockQ4_Kx8`], [`BlockQ5_Kx8`], [`BlockQ6_Kx8`]) against `T` Q8_K activation
+//! rows.
 //!
 //! Per sub-block pair, each 32-byte load of packed quants unpacks to the low and high
 //! nibbles (four values of each row for sub-blocks `2 k` and `2 k + 1`); a broadcast
@@ -25,6 +26,7 @@ use std::arch::x86_64::*;
 use crate::blocks_k::BlockQ8K;
 use crate::interleaved::ROWS_X8;
 use crate::packed_q4_k::BlockQ4_Kx8;
+use crate::packed_q5_k::BlockQ5_Kx8;
 use crate::packed_q6_k::BlockQ6_Kx8;
 
 /// Eight bytes (one per row) widened to i16 and each repeated twice: `[s0 s0 s1 s1 ..]`.
@@ -253,6 +255,115 @@ pub(crate) fn q6_kx8_tile<const T: usize>(
             let total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(osum, 5));
             let dy = _mm256_set1_ps(yb.d);
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(total), acc[t]);
+        }
+    }
+    for t in 0..T {
+        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
+        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
+/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q5_k.rs`: the
+/// Q4_K kernel with a fifth bit per value from `qh`; pairs reach `2 * 31 * 128`, so
+/// four chunks add up in i16 before they meet the scales.
+///
+/// # Panics
+/// If some `ys[t].len() != w.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q5_kx8_tile<const T: usize>(
+    w: &[BlockQ5_Kx8],
+    ys: &[&[BlockQ8K]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    let nb = w.len();
+    for y in ys {
+        assert_eq!(y.len(), nb, "q5_kx8 tile: block counts differ");
+    }
+    let mask = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(0x01);
+    let sign = _mm256_set1_ps(-0.0);
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        let wb = &w[b];
+        // SAFETY: `d` and `dmin` are 8 f16 each (16 readable bytes); unaligned loads.
+        let (d8, m8) = unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(wb.dmin.as_ptr() as *const __m128i)),
+            )
+        };
+        let mins: [__m256i; 4] =
+            std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
+        let mut isum = [_mm256_setzero_si256(); T];
+        for k in 0..4 {
+            let sc_lo = per_row_pairs(&wb.sc[16 * k..]);
+            let sc_hi = per_row_pairs(&wb.sc[16 * k + 8..]);
+            let (shift_lo, shift_hi) = (
+                _mm_cvtsi32_si128(2 * k as i32),
+                _mm_cvtsi32_si128(2 * k as i32 + 1),
+            );
+            let mut plo = [_mm256_setzero_si256(); T];
+            let mut phi = [_mm256_setzero_si256(); T];
+            for c in 0..8 {
+                // SAFETY: 256 k + 32 c + 32 <= 1024 == qs.len() and 32 c + 32 <= 256 ==
+                // qh.len(); unaligned loads.
+                let (raw, h) = unsafe {
+                    (
+                        _mm256_loadu_si256(wb.qs.as_ptr().add(256 * k + 32 * c) as *const __m256i),
+                        _mm256_loadu_si256(wb.qh.as_ptr().add(32 * c) as *const __m256i),
+                    )
+                };
+                let bit = |s| _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(h, s), one), 4);
+                let lo = _mm256_or_si256(_mm256_and_si256(raw, mask), bit(shift_lo));
+                let hi = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
+                    bit(shift_hi),
+                );
+                for t in 0..T {
+                    // SAFETY: b < ys[t].len() (asserted); 64 k + 32 + 4 c + 4 <= 256.
+                    let (ylo, yhi) = unsafe {
+                        let q = ys[t].get_unchecked(b).qs.as_ptr();
+                        (
+                            _mm256_set1_epi32(
+                                (q.add(64 * k + 4 * c) as *const i32).read_unaligned(),
+                            ),
+                            _mm256_set1_epi32(
+                                (q.add(64 * k + 32 + 4 * c) as *const i32).read_unaligned(),
+                            ),
+                        )
+                    };
+                    plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, ylo));
+                    phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, yhi));
+                }
+                if c % 4 == 3 {
+                    for t in 0..T {
+                        let s = _mm256_add_epi32(
+                            _mm256_madd_epi16(plo[t], sc_lo),
+                            _mm256_madd_epi16(phi[t], sc_hi),
+                        );
+                        isum[t] = _mm256_add_epi32(isum[t], s);
+                        plo[t] = _mm256_setzero_si256();
+                        phi[t] = _mm256_setzero_si256();
+                    }
+                }
+            }
+        }
+        for t in 0..T {
+            // SAFETY: b < ys[t].len() (asserted above).
+            let yb = unsafe { ys[t].get_unchecked(b) };
+            let mut msum = _mm256_setzero_si256();
+            for p in 0..4 {
+                let s0 = yb.bsums[4 * p] as i32 + yb.bsums[4 * p + 1] as i32;
+                let s1 = yb.bsums[4 * p + 2] as i32 + yb.bsums[4 * p + 3] as i32;
+                let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins[p], pair));
+            }
+            let dy = _mm256_set1_ps(yb.d);
+            let q = _mm256_cvtepi32_ps(isum[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), q, acc[t]);
+            let nm = _mm256_xor_ps(_mm256_mul_ps(m8, dy), sign);
+            acc[t] = _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(msum), acc[t]);
         }
     }
     for t in 0..T {

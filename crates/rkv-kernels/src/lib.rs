@@ -42,6 +42,7 @@ pub mod interleaved;
 pub mod matmul;
 pub mod packed_q4_1;
 pub mod packed_q4_k;
+pub mod packed_q5_k;
 pub mod packed_q6_k;
 pub mod packed_q8_0;
 pub mod quantize;
@@ -55,8 +56,9 @@ pub use blocks::{
     dequantize_row_q8_1, Block, BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK,
 };
 pub use blocks_k::{
-    dequantize_row_q4_k, dequantize_row_q6_k, quantize_row_q8_k, vec_dot_q4_k_q8_k_ref,
-    vec_dot_q6_k_q8_k_ref, BlockQ4K, BlockQ6K, BlockQ8K, QK_K,
+    dequantize_row_q4_k, dequantize_row_q5_k, dequantize_row_q6_k, quantize_row_q8_k,
+    vec_dot_q4_k_q8_k_ref, vec_dot_q5_k_q8_k_ref, vec_dot_q6_k_q8_k_ref, BlockQ4K, BlockQ5K,
+    BlockQ6K, BlockQ8K, QK_K,
 };
 pub use dot::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_ref, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_ref,
@@ -70,6 +72,7 @@ pub use interleaved::{matmul_packed_ref, Interleaved, Packed};
 pub use matmul::{matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
 pub use packed_q4_1::{BlockQ4_1x8, PackedQ4_1};
 pub use packed_q4_k::{BlockQ4_Kx8, PackedQ4K};
+pub use packed_q5_k::{BlockQ5_Kx8, PackedQ5K};
 pub use packed_q6_k::{BlockQ6_Kx8, PackedQ6K};
 pub use packed_q8_0::{BlockQ8_0x8, PackedQ8_0};
 pub use quantize::{

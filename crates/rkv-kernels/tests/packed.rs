@@ -1,5 +1,5 @@
 //! The packed (eight-row interleaved) products, Q4_1 x Q8_1, Q8_0 x Q8_0 and
-//! Q4_K x Q8_K, Q6_K x Q8_K:
+//! Q4_K, Q5_K and Q6_K x Q8_K:
 //! repacking is lossless, the SIMD product equals its scalar reference bit for bit
 //! whatever the token count, tiling and thread count, a token's outputs do not
 //! depend on the others in its batch, and the result agrees with ggml's row dot
@@ -91,6 +91,29 @@ impl Format for BlockQ4_Kx8 {
     }
     fn ggml_dequantize(w: &[BlockQ4K], out: &mut [f32]) {
         dequantize_row_q4_k(w, out).unwrap()
+    }
+}
+
+impl Format for BlockQ5_Kx8 {
+    fn weights(r: &mut StdRng, n: usize) -> Vec<BlockQ5K> {
+        (0..n)
+            .map(|_| BlockQ5K {
+                d: f16::from_f32(r.gen_range(-0.01f32..0.01)),
+                dmin: f16::from_f32(r.gen_range(-0.01f32..0.01)),
+                scales: std::array::from_fn(|_| r.gen()),
+                qh: std::array::from_fn(|_| r.gen()),
+                qs: std::array::from_fn(|_| r.gen()),
+            })
+            .collect()
+    }
+    fn acts(r: &mut StdRng, n: usize) -> Vec<BlockQ8K> {
+        BlockQ4_Kx8::acts(r, n)
+    }
+    fn ggml_dot(w: &[BlockQ5K], x: &[BlockQ8K]) -> f32 {
+        vec_dot_q5_k_q8_k_ref(w, x)
+    }
+    fn ggml_dequantize(w: &[BlockQ5K], out: &mut [f32]) {
+        dequantize_row_q5_k(w, out).unwrap()
     }
 }
 
@@ -242,6 +265,7 @@ macro_rules! format_tests {
 format_tests!(q4_1x8, BlockQ4_1x8, 31);
 format_tests!(q8_0x8, BlockQ8_0x8, 41);
 format_tests!(q4_kx8, BlockQ4_Kx8, 51);
+format_tests!(q5_kx8, BlockQ5_Kx8, 71);
 format_tests!(q6_kx8, BlockQ6_Kx8, 61);
 
 #[test]
@@ -350,6 +374,35 @@ fn q6_k_extreme_quants_do_not_overflow() {
             .collect();
         let got = product(&p, &x, 1, 1);
         let want = (nb * QK_K) as f32 * -128.0 * 31.0 * q as f32;
+        assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+    }
+}
+
+#[test]
+fn q5_k_extreme_quants_do_not_overflow() {
+    // Every quant 31 and every scale 63 against activations of -128 and 127: four
+    // chunks of pairs at their bound stay in i16 before the scales.
+    let (rows, nb) = (8, 4);
+    let w: Vec<BlockQ5K> = (0..rows * nb)
+        .map(|_| BlockQ5K {
+            d: f16::from_f32(1.0),
+            dmin: f16::from_f32(0.0),
+            scales: [0xFF; 12],
+            qh: [0xFF; QK_K / 8],
+            qs: [0xFF; QK_K / 2],
+        })
+        .collect();
+    let p = PackedQ5K::pack(&w, rows).unwrap();
+    for q in [-128i8, 127] {
+        let x: Vec<BlockQ8K> = (0..nb)
+            .map(|_| BlockQ8K {
+                d: 1.0,
+                qs: [q; QK_K],
+                bsums: [16 * q as i16; QK_K / 16],
+            })
+            .collect();
+        let got = product(&p, &x, 1, 1);
+        let want = (nb * QK_K) as f32 * 31.0 * 63.0 * q as f32;
         assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
     }
 }

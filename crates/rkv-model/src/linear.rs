@@ -13,8 +13,8 @@ use candle_core::{Device, Module, Tensor};
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
 use rkv_kernels::{
-    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ6K, BlockQ8_0, PackedQ4K, PackedQ4_1, PackedQ6K,
-    PackedQ8_0, QK, QK_K,
+    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ6K, BlockQ8_0, PackedQ4K, PackedQ4_1,
+    PackedQ5K, PackedQ6K, PackedQ8_0, QK, QK_K,
 };
 
 use crate::error::{ModelError, Result};
@@ -32,10 +32,13 @@ pub enum Weight {
     /// ggml Q4_K super-blocks repacked eight rows at a time for rkv's blocked product
     /// (activations quantised to Q8_K). `[rows/8, cols/256]` of eight-row blocks
     Q4K(PackedQ4K),
+    /// ggml Q5_K super-blocks repacked eight rows at a time (activations quantised to
+    /// Q8_K). `[rows/8, cols/256]` of eight-row blocks
+    Q5K(PackedQ5K),
     /// ggml Q6_K super-blocks repacked eight rows at a time (activations quantised to
     /// Q8_K). `[rows/8, cols/256]` of eight-row blocks
     Q6K(PackedQ6K),
-    /// Any other GGML-quantised tensor (Q2_K, Q3_K, Q5_K, Q5), run through candle's quantised matmul.
+    /// Any other GGML-quantised tensor (Q2_K, Q3_K, Q5_0, Q5_1), run through candle's quantised matmul.
     Quant(Arc<QTensor>),
     /// Dense f32, row-major. `[rows, cols]`
     F32(Vec<f32>),
@@ -66,6 +69,10 @@ impl Weight {
                 let blocks: Vec<BlockQ4K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
                 Weight::Q4K(PackedQ4K::pack(&blocks, rows).map_err(kerr)?)
             }
+            GgmlDType::Q5K => {
+                let blocks: Vec<BlockQ5K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
+                Weight::Q5K(PackedQ5K::pack(&blocks, rows).map_err(kerr)?)
+            }
             GgmlDType::Q6K => {
                 let blocks: Vec<BlockQ6K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
                 Weight::Q6K(PackedQ6K::pack(&blocks, rows).map_err(kerr)?)
@@ -79,16 +86,36 @@ fn kernel_err(e: k::KernelError) -> ModelError {
     ModelError::BadInput(format!("kernel: {e}"))
 }
 
+/// A row quantiser of activations into blocks `B`.
+type Quantiser<B> = fn(&[f32], &mut [B]) -> std::result::Result<(), k::KernelError>;
+
 /// Activations `x` (rows of a multiple of `per` columns, so no block spans two rows)
 /// quantised block by block with `f`, `per` values to a block.
 fn quantize<B: Clone + Default>(
     x: &[f32],
     per: usize,
-    f: fn(&[f32], &mut [B]) -> std::result::Result<(), k::KernelError>,
+    f: Quantiser<B>,
 ) -> Result<Vec<B>> {
     let mut q = vec![B::default(); x.len() / per];
     f(x, &mut q).map_err(kernel_err)?;
     Ok(q)
+}
+
+/// `out = w x` for a packed weight: `x` quantised to the format's activation blocks
+/// (`per` values each) with `f`, then the blocked product.
+fn packed<P: k::Interleaved>(
+    w: &k::Packed<P>,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+    per: usize,
+    f: Quantiser<P::Act>,
+) -> Result<()>
+where
+    P::Act: Clone + Default,
+{
+    let xq = quantize(x, per, f)?;
+    k::matmul_packed(w, &xq, n, out).map_err(kernel_err)
 }
 
 pub struct Linear {
@@ -106,6 +133,7 @@ impl Linear {
             Weight::Q4_1(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Q8_0(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Q4K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
+            Weight::Q5K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
             Weight::Q6K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
             Weight::Quant(_) => (0, 0),
         };
@@ -113,6 +141,7 @@ impl Linear {
             Weight::Q4_1(w) => w.rows() != rows,
             Weight::Q8_0(w) => w.rows() != rows,
             Weight::Q4K(w) => w.rows() != rows,
+            Weight::Q5K(w) => w.rows() != rows,
             Weight::Q6K(w) => w.rows() != rows,
             _ => false,
         };
@@ -161,22 +190,11 @@ impl Linear {
                 let xq = quantize(x, QK, k::quantize_row_q8_0)?;
                 k::matmul_q4_0(w, rows, &xq, n, out).map_err(kernel_err)?;
             }
-            Weight::Q4_1(w) => {
-                let xq = quantize(x, QK, k::quantize_row_q8_1)?;
-                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
-            }
-            Weight::Q8_0(w) => {
-                let xq = quantize(x, QK, k::quantize_row_q8_0)?;
-                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
-            }
-            Weight::Q4K(w) => {
-                let xq = quantize(x, QK_K, k::quantize_row_q8_k)?;
-                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
-            }
-            Weight::Q6K(w) => {
-                let xq = quantize(x, QK_K, k::quantize_row_q8_k)?;
-                k::matmul_packed(w, &xq, n, out).map_err(kernel_err)?;
-            }
+            Weight::Q4_1(w) => packed(w, x, n, out, QK, k::quantize_row_q8_1)?,
+            Weight::Q8_0(w) => packed(w, x, n, out, QK, k::quantize_row_q8_0)?,
+            Weight::Q4K(w) => packed(w, x, n, out, QK_K, k::quantize_row_q8_k)?,
+            Weight::Q5K(w) => packed(w, x, n, out, QK_K, k::quantize_row_q8_k)?,
+            Weight::Q6K(w) => packed(w, x, n, out, QK_K, k::quantize_row_q8_k)?,
             Weight::Quant(q) => {
                 let xt = Tensor::from_slice(x, (n, self.cols), &Device::Cpu)?;
                 let y = QMatMul::QTensor(q.clone()).forward(&xt)?;
@@ -211,6 +229,7 @@ impl Linear {
             Weight::Q4_1(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q8_0(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q4K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
+            Weight::Q5K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q6K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Quant(q) => {
                 let ids = Tensor::new(&[r as u32], &Device::Cpu)?;

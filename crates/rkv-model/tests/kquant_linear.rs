@@ -1,4 +1,4 @@
-//! rkv's own Q4_K and Q6_K products (packed, activations quantised to Q8_K) against candle's
+//! rkv's own Q4_K, Q5_K and Q6_K products (packed, activations quantised to Q8_K) against candle's
 //! quantised matmul (its port of ggml's k-quants) on the same tensor: one token and a
 //! batch, and the row lookup against candle's dequantisation.
 
@@ -21,6 +21,11 @@ fn random_q(dtype: GgmlDType, rows: usize, cols: usize, seed: u64) -> QTensor {
 #[test]
 fn q4_k_linear_matches_candle() {
     matches_candle(GgmlDType::Q4K, |w| matches!(w, Weight::Q4K(_)));
+}
+
+#[test]
+fn q5_k_linear_matches_candle() {
+    matches_candle(GgmlDType::Q5K, |w| matches!(w, Weight::Q5K(_)));
 }
 
 #[test]
