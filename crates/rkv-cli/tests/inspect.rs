@@ -102,11 +102,53 @@ fn trace_record_has_the_issue_shape_and_the_page_embeds_it() {
     }
     assert!(means.iter().all(|&m| m > 0.0), "{means:?}");
     assert_ne!(means[0], means[1]);
-    // The page is one file holding the same record.
+    // The page is one file holding the same record, packed: the same tokens, KL and
+    // events; the first event's kept bitmask over its slots (all positions up to it) gives
+    // the JSON's kept ranges; later events' resident positions follow from the schedule.
     let start = html.find("id=\"rkv-data\">").expect("data") + "id=\"rkv-data\">".len();
     let end = start + html[start..].find("</script>").expect("end");
     let embedded: Value = serde_json::from_str(&html[start..end]).expect("embedded JSON");
-    assert_eq!(embedded, v);
+    assert_eq!(embedded["tokens"], v["tokens"]);
+    for (e, p) in embedded["policies"]
+        .as_array()
+        .expect("policies")
+        .iter()
+        .zip(pols)
+    {
+        assert_eq!(e["kl"], p["kl"]);
+        let (evs, json_evs) = (
+            e["events"].as_array().expect("events"),
+            p["events"].as_array().expect("events"),
+        );
+        assert_eq!(evs.len(), json_evs.len());
+        assert!(evs.iter().all(|ev| ev.get("resident").is_none()));
+        let (first, json_first) = (&evs[0], &json_evs[0]);
+        assert_eq!(first["position"], json_first["position"]);
+        let len = first["slots_before"].as_u64().expect("len") as usize;
+        let stride = len.div_ceil(8)
+            + 2 * first["n_imp"].as_u64().expect("n_imp") as usize
+            + 2 * first["n_red"].as_u64().expect("n_red") as usize
+            + 4 * first["n_by"].as_u64().expect("n_by") as usize;
+        let bytes = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            first["heads"].as_str().expect("heads"),
+        )
+        .expect("base64");
+        assert_eq!(bytes.len(), stride * 90);
+        for i in 0..90 {
+            let mask = &bytes[i * stride..i * stride + len.div_ceil(8)];
+            let kept: Vec<u64> = (0..len as u64)
+                .filter(|&s| mask[s as usize / 8] >> (s % 8) & 1 == 1)
+                .collect();
+            let want: Vec<u64> = json_first["kept"][(i / 3).to_string()][(i % 3).to_string()]
+                .as_array()
+                .expect("ranges")
+                .iter()
+                .flat_map(|r| r[0].as_u64().expect("a")..r[1].as_u64().expect("b"))
+                .collect();
+            assert_eq!(kept, want, "head {i}");
+        }
+    }
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! Owns the assembly of the page from `report.html`, `report.css` and `report.js` (next
 //! to this file) and the embedding of the data. What the page shows, and the DOM hooks
 //! its test reads, are the script's (docs/inspect.md).
-//! Must not know: how the record was made; it takes the JSON of [`super::record_json`].
+//! Must not know: how the record was made; it embeds the JSON of [`super::packed`].
 
 use anyhow::{bail, Result};
 use serde_json::Value;

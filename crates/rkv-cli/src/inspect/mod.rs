@@ -9,6 +9,7 @@
 //! Must not know: the recorder's internals (rkv-engine), the policies' maths (rkv-core).
 
 mod html;
+mod packed;
 mod record_json;
 
 use std::path::PathBuf;
@@ -237,7 +238,7 @@ pub fn run(a: InspectArgs) -> Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    std::fs::write(&a.out, html::render(&json)?)
+    std::fs::write(&a.out, html::render(&packed::to_json(&ins))?)
         .with_context(|| format!("cannot write {}", a.out.display()))?;
     eprintln!("wrote {}", a.out.display());
     Ok(())

@@ -2,11 +2,14 @@
 // DOM hooks for tests: each token is one `span.tok` with `data-pos` and, after a
 // render, `data-kept` (the (layer, head) pairs of the shown policy holding it after the
 // shown event; -1 when not yet written); `#state` carries `data-policy`, `data-event`
-// and `data-events`; `body` gets `data-render-ms` once the first render is done. The
+// and `data-events`; `body` gets `data-render-ms` once the first render is done and
+// `data-dups-ms` once the near-duplicate groups (which read every event) are. The
 // URL fragment `#policy=i&event=k&view=compare&token=p` chooses what is shown.
 "use strict";
 (function () {
+  const t0 = Math.round(performance.now());
   const D = JSON.parse(document.getElementById("rkv-data").textContent);
+  document.body.dataset.parseMs = `${t0}+${Math.round(performance.now()) - t0}`;
   const N = D.tokens.length;
   const P = D.policies;
   const $ = (id) => document.getElementById(id);
@@ -21,34 +24,67 @@
     if (e === 31) return m ? NaN : s * Infinity;
     return s * (1 + m / 1024) * Math.pow(2, e - 15);
   }
-  function f16s(b64) {
-    const bin = atob(b64), out = new Float32Array(bin.length >> 1);
-    for (let i = 0; i < out.length; i++) out[i] = f16(bin.charCodeAt(2 * i) | (bin.charCodeAt(2 * i + 1) << 8));
-    return out;
-  }
-  // Ranges of every (layer, head) of a per-head object, layer-major.
-  function heads(pol, obj) {
-    const out = [];
-    for (let l = 0; l < pol.n_layers; l++)
-      for (let h = 0; h < pol.n_kv_heads; h++) out.push(obj && obj[l] ? obj[l][h] : undefined);
-    return out;
+  // Per-head byte records of one event (docs/inspect.md, "the packed record").
+  function bytes(b64) {
+    const bin = atob(b64), u = new Uint8Array(bin.length);
+    for (let i = 0; i < u.length; i++) u[i] = bin.charCodeAt(i);
+    return u;
   }
   const cache = new Map();
   function memo(key, f) {
     if (!cache.has(key)) cache.set(key, f());
     return cache.get(key);
   }
-  // Per (layer, head) of event k: resident ranges, kept ranges, importance, redundancy,
-  // redundant_by (per evicted position, ascending).
+  function span(a, b) { // positions a..=b
+    const out = new Int32Array(Math.max(0, b - a + 1));
+    for (let i = 0; i < out.length; i++) out[i] = a + i;
+    return out;
+  }
+  function flatRanges(r) {
+    const out = [];
+    for (let i = 0; i < r.length; i += 2) for (let p = r[i]; p < r[i + 1]; p++) out.push(p);
+    return Int32Array.from(out);
+  }
+  // Per (layer, head) of event k, layer-major: resident positions (slot order), kept
+  // positions, the kept bitmask over slots, importance, redundancy, redundant_by.
   function eventHeads(pi, k) {
     return memo("ev" + pi + "/" + k, () => {
-      const pol = P[pi], ev = pol.events[k];
-      const res = heads(pol, ev.resident), kept = heads(pol, ev.kept);
-      const imp = heads(pol, ev.importance_f16), red = heads(pol, ev.redundancy_f16), by = heads(pol, ev.redundant_by);
-      return res.map((r, i) => ({
-        resident: r || [], kept: kept[i] || [],
-        imp: imp[i] ? f16s(imp[i]) : null, red: red[i] ? f16s(red[i]) : null, by: by[i] || null,
-      }));
+      const pol = P[pi], ev = pol.events[k], n = pol.n_layers * pol.n_kv_heads;
+      const len = ev.slots_before, mb = (len + 7) >> 3;
+      const stride = mb + 2 * ev.n_imp + 2 * ev.n_red + 4 * ev.n_by;
+      const raw = bytes(ev.heads), dv = new DataView(raw.buffer);
+      const prev = k > 0 ? eventHeads(pi, k - 1) : null;
+      const out = [];
+      for (let i = 0; i < n; i++) {
+        let res;
+        if (ev.resident) res = flatRanges(ev.resident[i]);
+        else if (!prev) res = span(0, ev.position);
+        else {
+          const pk = prev[i].kept, tail = span(pol.events[k - 1].position + 1, ev.position);
+          res = new Int32Array(pk.length + tail.length);
+          res.set(pk); res.set(tail, pk.length);
+        }
+        let o = i * stride;
+        const mask = raw.subarray(o, o + mb), kept = [];
+        for (let s = 0; s < res.length; s++) if (mask[s >> 3] & (1 << (s & 7))) kept.push(res[s]);
+        out.push({ res, kept: Int32Array.from(kept), mask, dv, at: o + mb });
+      }
+      return out;
+    });
+  }
+  // The scores of event k's heads (decoded on first use): importance, redundancy,
+  // redundant_by, each null where the policy has none.
+  function scores(pi, k) {
+    return memo("sc" + pi + "/" + k, () => {
+      const ev = P[pi].events[k];
+      return eventHeads(pi, k).map(({ dv, at }) => {
+        let o = at;
+        const f = (m) => { const a = new Float32Array(m); for (let j = 0; j < m; j++) a[j] = f16(dv.getUint16(o + 2 * j, true)); o += 2 * m; return a; };
+        const imp = ev.n_imp ? f(ev.n_imp) : null, red = ev.n_red ? f(ev.n_red) : null;
+        let by = null;
+        if (ev.n_by) { by = new Int32Array(ev.n_by); for (let j = 0; j < ev.n_by; j++) by[j] = dv.getInt32(o + 4 * j, true); }
+        return { imp, red, by };
+      });
     });
   }
   // Holders of each position after event k: total pairs and per layer.
@@ -56,23 +92,18 @@
     return memo("ret" + pi + "/" + k, () => {
       const pol = P[pi], L = pol.n_layers, H = pol.n_kv_heads;
       const total = new Int16Array(N), layer = new Uint8Array(L * N);
-      if (k < 0) return { total, layer, upto: -1 };
-      const ev = pol.events[k];
-      for (let l = 0; l < L; l++)
-        for (let h = 0; h < H; h++)
-          for (const [a, b] of (ev.kept[l] && ev.kept[l][h]) || [])
-            for (let p = a; p < b && p < N; p++) { total[p]++; layer[l * N + p]++; }
-      return { total, layer, upto: ev.position };
+      if (k < 0) return { total, layer };
+      eventHeads(pi, k).forEach((h, i) => {
+        const l = Math.floor(i / H);
+        for (const p of h.kept) if (p < N) { total[p]++; layer[l * N + p]++; }
+      });
+      return { total, layer };
     });
   }
-  function countBelow(ranges, p) {
-    let n = 0;
-    for (const [a, b] of ranges) { if (a >= p) break; n += Math.min(b, p) - a; }
-    return n;
-  }
-  function holds(ranges, p) {
-    for (const [a, b] of ranges) { if (p < a) return false; if (p < b) return true; }
-    return false;
+  function lowerBound(a, p) { // first index with a[i] >= p
+    let lo = 0, hi = a.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (a[m] < p) lo = m + 1; else hi = m; }
+    return lo;
   }
 
   // ---- state ------------------------------------------------------------------------
@@ -206,7 +237,7 @@
 
   // ---- KL chart -----------------------------------------------------------------------
   function klChart() {
-    const c = $("klchart"), W = Math.max(200, Math.min(N, 1600)), Hh = 160;
+    const c = $("klchart"), W = Math.max(200, Math.round(c.clientWidth || 1000)), Hh = 160;
     c.width = W; c.height = Hh;
     const g = c.getContext("2d");
     g.clearRect(0, 0, W, Hh);
@@ -255,23 +286,23 @@
     const pol = P[pi], rows = [];
     pol.events.forEach((ev, k) => {
       if (p > ev.position) return;
-      const hs = eventHeads(pi, k);
       let cand = 0, held = 0, imp = 0, red = 0, ni = 0, nr = 0;
-      const by = new Map();
-      let seen = false;
-      for (const h of hs) {
-        if (!holds(h.resident, p)) continue;
-        seen = true; cand++;
-        const slot = countBelow(h.resident, p), kept = holds(h.kept, p);
+      const by = new Map(), sc = scores(pi, k);
+      eventHeads(pi, k).forEach((h, i) => {
+        const slot = lowerBound(h.res, p);
+        if (h.res[slot] !== p) return;
+        const { imp: hi, red: hr, by: hb } = sc[i];
+        cand++;
+        const kept = (h.mask[slot >> 3] >> (slot & 7)) & 1;
         if (kept) held++;
-        if (h.imp && slot < h.imp.length) { imp += h.imp[slot]; ni++; }
-        if (h.red && slot < h.red.length) { red += h.red[slot]; nr++; }
-        if (!kept && h.by) {
-          const r = h.by[slot - countBelow(h.kept, p)];
+        if (hi && slot < hi.length) { imp += hi[slot]; ni++; }
+        if (hr && slot < hr.length) { red += hr[slot]; nr++; }
+        if (!kept && hb) {
+          const r = hb[slot - lowerBound(h.kept, p)];
           if (r >= 0) by.set(r, (by.get(r) || 0) + 1);
         }
-      }
-      if (!seen) return;
+      });
+      if (!cand) return;
       let best = -1, bestN = 0;
       for (const [r, n] of by) if (n > bestN) { best = r; bestN = n; }
       rows.push({ k, cand, held, imp: ni ? imp / ni : null, red: nr ? red / nr : null, by: best, byN: bestN });
@@ -321,23 +352,22 @@
     return memo("dup" + pi, () => {
       const pol = P[pi], keepN = pol.budget - pol.window, votes = new Map();
       pol.events.forEach((ev, k) => {
-        for (const h of eventHeads(pi, k)) {
-          if (!h.by || !h.imp) continue;
-          const sorted = Float32Array.from(h.imp).sort();
+        const sc = scores(pi, k);
+        eventHeads(pi, k).forEach((h, i) => {
+          const { imp, by } = sc[i];
+          if (!by || !imp) return;
+          const sorted = Float32Array.from(imp).sort();
           const cut = sorted[Math.max(0, sorted.length - keepN)];
-          let e = 0, slot = 0, ki = 0;
-          const kept = h.kept;
-          for (const [a, b] of h.resident)
-            for (let p = a; p < b; p++, slot++) {
-              while (ki < kept.length && kept[ki][1] <= p) ki++;
-              if (ki < kept.length && kept[ki][0] <= p) continue;
-              const r = h.by[e++];
-              if (r < 0 || slot >= h.imp.length || h.imp[slot] < cut) continue;
-              let m = votes.get(p);
-              if (!m) votes.set(p, (m = new Map()));
-              m.set(r, (m.get(r) || 0) + 1);
-            }
-        }
+          let e = 0;
+          for (let slot = 0; slot < h.res.length; slot++) {
+            if ((h.mask[slot >> 3] >> (slot & 7)) & 1) continue;
+            const p = h.res[slot], r = by[e++];
+            if (r < 0 || slot >= imp.length || imp[slot] < cut) continue;
+            let m = votes.get(p);
+            if (!m) votes.set(p, (m = new Map()));
+            m.set(r, (m.get(r) || 0) + 1);
+          }
+        });
       });
       const groups = new Map();
       for (const [p, m] of votes) {
@@ -357,7 +387,7 @@
   }
   function dups() {
     const pi = st.view === "compare" ? 0 : st.pi, el = $("dups");
-    if (!P[pi].events.some((e) => e.redundant_by)) {
+    if (!P[pi].events.some((e) => e.n_by)) {
       $("dup-section").style.display = "none";
       return;
     }
@@ -391,7 +421,9 @@
     $("state").dataset.view = st.view;
     if (P.length) {
       if (st.view === "compare") shadeCompare(); else shadeSingle();
-      legend(); heatmap(); klChart(); dups();
+      legend(); heatmap(); klChart();
+      // The groups read every event: after the first paint.
+      setTimeout(() => { dups(); document.body.dataset.dupsMs = Math.round(performance.now()); }, 0);
       if (st.sel !== null) { spans[st.sel].classList.add("sel"); detail(); }
     }
     $("kl-section").style.display = P.length ? "" : "none";
