@@ -53,7 +53,13 @@ pub struct GenerateArgs {
 
 /// The prompt text of `--prompt` or `--prompt-file` (`-`: standard input).
 fn prompt_text(a: &GenerateArgs) -> Result<String> {
-    let text = match (&a.prompt, &a.prompt_file) {
+    read_prompt(a.prompt.as_ref(), a.prompt_file.as_ref())
+}
+
+/// The prompt text of `--prompt` or else `--prompt-file` (`-`: standard input); a usage
+/// error when neither is given or the text is blank.
+pub(crate) fn read_prompt(prompt: Option<&String>, file: Option<&PathBuf>) -> Result<String> {
+    let text = match (prompt, file) {
         (Some(p), _) => p.clone(),
         (None, Some(f)) if f == Path::new("-") => {
             let mut s = String::new();

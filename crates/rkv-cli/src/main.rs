@@ -10,6 +10,7 @@ mod eval;
 mod exit;
 mod fetch;
 mod generate;
+mod inspect;
 mod interrupt;
 mod out;
 mod serve;
@@ -45,6 +46,8 @@ enum Cmd {
     Eval(eval::EvalCmd),
     /// Serve an OpenAI-compatible HTTP API (see docs/serving.md)
     Serve(serve::ServeArgs),
+    /// Write an HTML report of what the KV cache kept at every compression event
+    Inspect(inspect::InspectArgs),
 }
 
 impl Cmd {
@@ -56,6 +59,7 @@ impl Cmd {
             Cmd::Bench(b) => b.threads(),
             Cmd::Eval(e) => e.threads(),
             Cmd::Serve(a) => a.model.threads,
+            Cmd::Inspect(a) => a.model.threads,
         }
     }
 
@@ -69,6 +73,7 @@ impl Cmd {
             Cmd::Bench(b) => bench::run(b),
             Cmd::Eval(e) => eval::run(e),
             Cmd::Serve(a) => serve::run(a),
+            Cmd::Inspect(a) => inspect::run(a),
         }
     }
 }

@@ -13,12 +13,13 @@ use std::time::Instant;
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockTable;
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_core::policy::{select_keep, HeadObservation, HeadState, KeyRows};
+use rkv_core::policy::{select_keep, select_keep_explained, HeadObservation, HeadState, KeyRows};
 use rkv_model::AttentionShape;
 
 use crate::error::{EngineError, Result};
 use crate::kv_store::KvStore;
 use crate::paged_attention::{CaptureSpec, Segment, WindowLogits};
+use crate::recorder::{head_event, CompressionRecord, EventRecord, HeadEvent};
 
 /// What one call of [`SeqCompression::maybe_compress`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -37,6 +38,8 @@ pub struct SeqCompression {
     heads: Vec<HeadState>,        // [n_layers * n_kv_heads]
     window: Option<WindowLogits>, // filled over the steps before a compression
     h2o: Option<Vec<Vec<f32>>>,   // [n_layers * n_kv_heads] of [resident slots]
+    /// Off (`None`) unless [`Self::start_recording`] was called.
+    recorder: Option<CompressionRecord>,
 }
 
 impl SeqCompression {
@@ -61,6 +64,7 @@ impl SeqCompression {
             heads: (0..n).map(|_| HeadState::new()).collect(),
             window: None,
             h2o: cfg.policy.needs_h2o_scores().then(|| vec![Vec::new(); n]),
+            recorder: None,
             cfg,
             shape,
         })
@@ -126,6 +130,21 @@ impl SeqCompression {
             },
             win,
         )))
+    }
+
+    /// Records every later compression event (kept positions and the terms that decided
+    /// them, per layer and head) until [`Self::take_record`].
+    pub fn start_recording(&mut self) {
+        self.recorder = Some(CompressionRecord::new(
+            self.shape.n_layers,
+            self.shape.n_kv_heads,
+        ));
+    }
+
+    /// The events recorded since [`Self::start_recording`] (`None` when not recording);
+    /// recording stops.
+    pub fn take_record(&mut self) -> Option<CompressionRecord> {
+        self.recorder.take()
     }
 
     /// Takes back the window buffer after a forward.
@@ -249,7 +268,9 @@ impl SeqCompression {
         let h2o = self.h2o.as_ref();
         let bs = store.layout().block_size;
         let runs_fit = bs.is_power_of_two();
-        let keeps: Vec<std::result::Result<Vec<usize>, String>> = self
+        let recording = self.recorder.is_some();
+        type Kept = (Vec<usize>, Option<HeadEvent>);
+        let keeps: Vec<std::result::Result<Kept, String>> = self
             .heads
             .par_iter_mut()
             .enumerate()
@@ -279,13 +300,34 @@ impl SeqCompression {
                     window_logits: win.as_ref().map_or(&[][..], |x| &x.data[i][..]),
                     h2o_scores: h2o.map_or(&[][..], |a| &a[i][..]),
                 };
-                select_keep(&cfg, &obs, state).map_err(|e| e.to_string())
+                if !recording {
+                    return select_keep(&cfg, &obs, state)
+                        .map(|keep| (keep, None))
+                        .map_err(|e| e.to_string());
+                }
+                let ex = select_keep_explained(&cfg, &obs, state).map_err(|e| e.to_string())?;
+                let positions: Vec<u32> = (0..len)
+                    .map(|s| store_ref.position(&blocks, layer, head, s))
+                    .collect();
+                let event = head_event(&positions, &ex);
+                Ok((ex.kept, Some(event)))
             })
             .collect();
         let new_len = cfg.len_after_compression(len);
         let compacting = Instant::now();
+        let mut recorded = Vec::new();
+        if recording {
+            recorded.reserve(keeps.len());
+        }
+        // Before the compaction moves them: the newest token's position.
+        let newest = if recording && len > 0 {
+            store.position(&blocks, 0, 0, len - 1)
+        } else {
+            0
+        };
         for (i, keep) in keeps.into_iter().enumerate() {
-            let keep = keep.map_err(EngineError::Config)?;
+            let (keep, event) = keep.map_err(EngineError::Config)?;
+            recorded.extend(event);
             if keep.len() != new_len {
                 return Err(EngineError::Config(format!(
                     "policy kept {} slots, expected {new_len}",
@@ -300,6 +342,13 @@ impl SeqCompression {
             }
         }
         store.truncate(table, new_len)?;
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.events.push(EventRecord {
+                slots_before: len,
+                position: newest,
+                heads: recorded,
+            });
+        }
         Ok(CompressionOutcome {
             evicted: len - new_len,
             compact_seconds: compacting.elapsed().as_secs_f64(),

@@ -19,6 +19,7 @@ pub mod kv_manager;
 pub mod kv_store;
 pub mod limits;
 pub mod paged_attention;
+pub mod recorder;
 pub mod request;
 pub mod sampling;
 pub mod scheduler;
@@ -34,6 +35,7 @@ pub use handle::{
 };
 pub use kv_store::KvDtype;
 pub use limits::RequestLimits;
+pub use recorder::CompressionRecord;
 pub use request::{
     fits_context, FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
 };

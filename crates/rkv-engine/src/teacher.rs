@@ -14,6 +14,7 @@ use crate::compression::SeqCompression;
 use crate::engine::{prompt_chunk, Engine};
 use crate::error::{EngineError, Result};
 use crate::paged_attention::PagedAttention;
+use crate::recorder::CompressionRecord;
 
 /// What a teacher-forced run reports.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,8 +78,39 @@ impl Engine {
         prompt_len: usize,
         comp: CompressionConfig,
         max_chunk: usize,
-        mut on_logits: impl FnMut(usize, &[f32]),
+        on_logits: impl FnMut(usize, &[f32]),
     ) -> Result<TeacherStats> {
+        self.teacher_force_with(tokens, prompt_len, comp, max_chunk, false, on_logits)
+            .map(|(stats, _)| stats)
+    }
+
+    /// [`Self::teacher_force`] with the compression recorder on: also returns every
+    /// compression event (what each layer and head kept, and why).
+    pub fn teacher_force_recorded(
+        &mut self,
+        tokens: &[u32],
+        prompt_len: usize,
+        comp: CompressionConfig,
+        max_chunk: usize,
+        on_logits: impl FnMut(usize, &[f32]),
+    ) -> Result<(TeacherStats, CompressionRecord)> {
+        let (stats, record) =
+            self.teacher_force_with(tokens, prompt_len, comp, max_chunk, true, on_logits)?;
+        let shape = self.model.attention_shape();
+        let record =
+            record.unwrap_or_else(|| CompressionRecord::new(shape.n_layers, shape.n_kv_heads));
+        Ok((stats, record))
+    }
+
+    fn teacher_force_with(
+        &mut self,
+        tokens: &[u32],
+        prompt_len: usize,
+        comp: CompressionConfig,
+        max_chunk: usize,
+        record: bool,
+        mut on_logits: impl FnMut(usize, &[f32]),
+    ) -> Result<(TeacherStats, Option<CompressionRecord>)> {
         if prompt_len == 0 || prompt_len > tokens.len() || max_chunk == 0 {
             return Err(EngineError::BadRequest(format!(
                 "teacher forcing needs 1 <= prompt ({prompt_len}) <= tokens ({}) and a chunk >= 1",
@@ -94,6 +126,9 @@ impl Engine {
         }
         let vocab = self.model.config().vocab_size;
         let mut compression = SeqCompression::new(comp, self.model.attention_shape())?;
+        if record {
+            compression.start_recording();
+        }
         let mut table = BlockTable::new();
         let mut stats = TeacherStats::default();
         let mut run = |this: &mut Self, table: &mut BlockTable| -> Result<()> {
@@ -151,7 +186,7 @@ impl Engine {
         };
         let res = run(self, &mut table);
         self.store.release(&mut table)?;
-        res.map(|_| stats)
+        res.map(|_| (stats, compression.take_record()))
     }
 
     /// One forward of `chunk` (starting at absolute position `start`) for a sequence that

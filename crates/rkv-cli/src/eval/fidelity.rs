@@ -149,10 +149,18 @@ pub(crate) fn trace_tokens(
 }
 
 /// Log-softmax of `x` in f64 sums, as f32.
-fn log_softmax(x: &[f32]) -> Vec<f32> {
+pub(crate) fn log_softmax(x: &[f32]) -> Vec<f32> {
     let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let lse = m as f64 + x.iter().map(|&v| ((v - m) as f64).exp()).sum::<f64>().ln();
     x.iter().map(|&v| (v as f64 - lse) as f32).collect()
+}
+
+/// KL(F || Q) of two log-distributions over the same vocabulary, in f64 sums.
+pub(crate) fn kl_divergence(lf: &[f32], lq: &[f32]) -> f64 {
+    lf.iter()
+        .zip(lq)
+        .map(|(&f, &q)| (f as f64).exp() * (f as f64 - q as f64))
+        .sum::<f64>()
 }
 
 fn argmax(x: &[f32]) -> usize {
@@ -208,11 +216,7 @@ pub fn run(a: FidelityArgs) -> Result<()> {
                 let i = p + 1 - prompt_len;
                 let lq = log_softmax(l);
                 let lf = &full_lp[i * vocab..(i + 1) * vocab];
-                kl += lf
-                    .iter()
-                    .zip(&lq)
-                    .map(|(&f, &q)| (f as f64).exp() * (f as f64 - q as f64))
-                    .sum::<f64>();
+                kl += kl_divergence(lf, &lq);
                 agree += usize::from(argmax(lf) == argmax(&lq));
                 nll -= lq[toks[p + 1] as usize] as f64;
             })?;

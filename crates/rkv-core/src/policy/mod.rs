@@ -12,6 +12,7 @@
 pub mod cosine;
 pub mod describe;
 pub mod dot;
+pub mod explain;
 pub mod h2o;
 pub mod importance;
 mod kept;
@@ -31,6 +32,7 @@ mod tile;
 mod tile;
 
 pub use describe::{appended_dots, AppendedRows};
+pub use explain::{select_keep_explained, Explained};
 pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};
 pub use redundancy_fast::{redundancy_incremental, FastRedundancy, HeadState};
