@@ -56,14 +56,37 @@ fn ids_of(v: Option<&Value>) -> Vec<u32> {
 
 pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
     let tok_path = dir.join("tokenizer.json");
-    let hf = tokenizers::Tokenizer::from_bytes(read_bytes(&tok_path)?).map_err(|e| {
-        TokenizerError::Parse {
-            path: tok_path.clone(),
-            reason: e.to_string(),
-        }
-    })?;
+    let tokenizer_json = read_bytes(&tok_path)?;
     let config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
     let gen = read_json(&dir.join("generation_config.json"))?.unwrap_or(Value::Null);
+    let mut template_src = config.get("chat_template").cloned();
+    if template_src.is_none() {
+        let jinja = dir.join("chat_template.jinja");
+        if jinja.exists() {
+            let bytes = read_bytes(&jinja)?;
+            template_src = Some(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        } else if let Some(v) = read_json(&dir.join("chat_template.json"))? {
+            template_src = v.get("chat_template").cloned();
+        }
+    }
+    from_parts(&tok_path, &tokenizer_json, &config, &gen, template_src)
+}
+
+/// Builds the tokenizer from the files' contents: `tokenizer.json` (named `tok_path` in
+/// errors), the parsed `tokenizer_config.json` and `generation_config.json` (`Null` when
+/// absent) and the chat template's JSON value, if any.
+pub(super) fn from_parts(
+    tok_path: &Path,
+    tokenizer_json: &[u8],
+    config: &Value,
+    gen: &Value,
+    template_src: Option<Value>,
+) -> Result<Inner, TokenizerError> {
+    let hf =
+        tokenizers::Tokenizer::from_bytes(tokenizer_json).map_err(|e| TokenizerError::Parse {
+            path: tok_path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
     let n_vocab = hf.get_vocab_size(true);
     let id_of = |v: Option<&Value>| token_text(v).and_then(|t| hf.token_to_id(t));
 
@@ -91,16 +114,6 @@ pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
         None => grew && !eos_ids.is_empty() && with.last() == eos_ids.first(),
     } && !eos_ids.is_empty();
 
-    let mut template_src = config.get("chat_template").cloned();
-    if template_src.is_none() {
-        let jinja = dir.join("chat_template.jinja");
-        if jinja.exists() {
-            let bytes = read_bytes(&jinja)?;
-            template_src = Some(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        } else if let Some(v) = read_json(&dir.join("chat_template.json"))? {
-            template_src = v.get("chat_template").cloned();
-        }
-    }
     let chat_template = match template_src {
         None | Some(Value::Null) => None,
         Some(v) => Some(ChatTemplate::from_json(&v)),
