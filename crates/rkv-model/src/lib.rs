@@ -12,6 +12,7 @@ pub mod linear;
 pub mod model;
 pub mod norm;
 pub mod rope;
+mod template_bounds;
 pub mod tokenizer;
 pub mod transformer;
 pub mod weights;
