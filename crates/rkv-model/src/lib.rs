@@ -15,6 +15,7 @@ pub mod rope;
 mod template_bounds;
 pub mod tokenizer;
 pub mod transformer;
+pub mod untrusted;
 pub mod weights;
 
 pub use attention::{Attention, AttentionShape};
