@@ -267,8 +267,20 @@ impl GgufSource {
     }
 
     fn qtensor(&mut self, name: &str) -> Result<QTensor> {
-        if !self.content.tensor_infos.contains_key(name) {
+        let Some(info) = self.content.tensor_infos.get(name) else {
             return Err(ModelError::MissingTensor(name.to_string()));
+        };
+        // candle views the bytes it read as blocks of the tensor's type through a raw
+        // pointer, which for no bytes at all is a dangling, misaligned one (undefined
+        // behaviour; found by fuzzing). No tensor rkv reads may be empty anyway.
+        if info.shape.dims().contains(&0) {
+            return Err(ModelError::BadGguf {
+                path: self.path.clone(),
+                reason: format!(
+                    "tensor `{name}` has no elements (shape {:?})",
+                    info.shape.dims()
+                ),
+            });
         }
         self.content
             .tensor(&mut self.reader, name, &Device::Cpu)
@@ -500,6 +512,28 @@ mod tests {
         ] {
             let r = refusal(header(1, 0, &info(&dims, offset)));
             assert!(r.contains("runs past the end"), "{dims:?} at {offset}: {r}");
+        }
+    }
+
+    /// A tensor with a dimension of 0 is an error when read, before candle views its
+    /// (empty) bytes through a misaligned pointer. Found by fuzzing `gguf_model`.
+    #[test]
+    fn empty_tensors_are_refused_when_read() {
+        let mut rest = key("t");
+        rest.extend(2u32.to_le_bytes());
+        rest.extend(0u64.to_le_bytes());
+        rest.extend(4u64.to_le_bytes());
+        rest.extend(0u32.to_le_bytes()); // F32
+        rest.extend(0u64.to_le_bytes());
+        rest.extend([0u8; 64]);
+        let mut src =
+            GgufSource::from_bytes(Path::new("<test>"), header(1, 0, &rest), WeightMode::F32)
+                .expect("an empty tensor is within the file");
+        match src.raw_vector("t") {
+            Err(ModelError::BadGguf { reason, .. }) => {
+                assert!(reason.contains("no elements"), "{reason}")
+            }
+            other => panic!("an empty tensor was read: {other:?}"),
         }
     }
 
