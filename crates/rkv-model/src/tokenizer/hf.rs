@@ -82,11 +82,16 @@ pub(super) fn from_parts(
     gen: &Value,
     template_src: Option<Value>,
 ) -> Result<Inner, TokenizerError> {
-    let hf =
-        tokenizers::Tokenizer::from_bytes(tokenizer_json).map_err(|e| TokenizerError::Parse {
-            path: tok_path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+    let parse_error = |reason: String| TokenizerError::Parse {
+        path: tok_path.to_path_buf(),
+        reason,
+    };
+    // The tokenizers crate panics (an `expect` in its decoder's deserializer) on some
+    // malformed JSON inside `"decoder"`, such as a `\u` escape of a lone surrogate (found by
+    // fuzzing): a document that is not JSON at all is refused here first.
+    serde_json::from_slice::<Value>(tokenizer_json).map_err(|e| parse_error(e.to_string()))?;
+    let hf = tokenizers::Tokenizer::from_bytes(tokenizer_json)
+        .map_err(|e| parse_error(e.to_string()))?;
     let n_vocab = hf.get_vocab_size(true);
     let id_of = |v: Option<&Value>| token_text(v).and_then(|t| hf.token_to_id(t));
 
