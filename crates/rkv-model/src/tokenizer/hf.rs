@@ -54,6 +54,61 @@ fn ids_of(v: Option<&Value>) -> Vec<u32> {
     }
 }
 
+/// Checks every `TemplateProcessing` post-processor in a `tokenizer.json` (nested ones
+/// too): each special token its templates name is defined, with as many ids as tokens.
+/// The tokenizers crate checks this when a template is built in code but not when one is
+/// read from JSON, and indexes its map with the names while encoding, which panics on a
+/// missing one (found by fuzzing).
+fn check_templates(v: &Value) -> Result<(), String> {
+    match v {
+        Value::Array(items) => items.iter().try_for_each(check_templates),
+        Value::Object(o) => {
+            if o.get("type").and_then(Value::as_str) == Some("TemplateProcessing") {
+                let specials = o.get("special_tokens").and_then(Value::as_object);
+                for (name, t) in specials.into_iter().flatten() {
+                    let len = |k: &str| t.get(k).and_then(Value::as_array).map(Vec::len);
+                    if len("ids") != len("tokens") {
+                        return Err(format!(
+                            "post-processor special token `{name}` has ids and tokens of \
+                             different lengths"
+                        ));
+                    }
+                }
+                for key in ["single", "pair"] {
+                    for id in template_specials(o.get(key)) {
+                        if !specials.is_some_and(|m| m.contains_key(&id)) {
+                            return Err(format!(
+                                "post-processor template `{key}` names special token `{id}`, \
+                                 which its special_tokens do not define"
+                            ));
+                        }
+                    }
+                }
+            }
+            o.values().try_for_each(check_templates)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The special-token names of a template, given as pieces (`[{"SpecialToken": {"id":
+/// ...}}, ...]`) or as a string (`"<s> $A:0"`).
+fn template_specials(template: Option<&Value>) -> Vec<String> {
+    match template {
+        Some(Value::Array(pieces)) => pieces
+            .iter()
+            .filter_map(|p| p.get("SpecialToken")?.get("id")?.as_str())
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::String(s)) => s
+            .split_whitespace()
+            .filter(|p| !p.starts_with('$'))
+            .map(|p| p.split_once(':').map_or(p, |(id, _)| id).to_owned())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
     let tok_path = dir.join("tokenizer.json");
     let tokenizer_json = read_bytes(&tok_path)?;
@@ -89,7 +144,9 @@ pub(super) fn from_parts(
     // The tokenizers crate panics (an `expect` in its decoder's deserializer) on some
     // malformed JSON inside `"decoder"`, such as a `\u` escape of a lone surrogate (found by
     // fuzzing): a document that is not JSON at all is refused here first.
-    serde_json::from_slice::<Value>(tokenizer_json).map_err(|e| parse_error(e.to_string()))?;
+    let json: Value =
+        serde_json::from_slice(tokenizer_json).map_err(|e| parse_error(e.to_string()))?;
+    check_templates(&json).map_err(parse_error)?;
     let hf = tokenizers::Tokenizer::from_bytes(tokenizer_json)
         .map_err(|e| parse_error(e.to_string()))?;
     let n_vocab = hf.get_vocab_size(true);
@@ -138,6 +195,30 @@ pub(super) fn from_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Template post-processors naming undefined special tokens, or defining one with
+    /// more ids than tokens, are refused (nested in a sequence too); sound ones pass.
+    #[test]
+    fn template_post_processors_are_checked() {
+        let tp = |single: Value, specials: Value| {
+            serde_json::json!({"post_processor": {"type": "Sequence", "processors": [
+                {"type": "TemplateProcessing", "single": single, "pair": "$A $B",
+                 "special_tokens": specials}]}})
+        };
+        let s = serde_json::json!({"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}});
+        let pieces = serde_json::json!([{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                        {"Sequence": {"id": "A", "type_id": 0}}]);
+        assert_eq!(check_templates(&tp(pieces.clone(), s.clone())), Ok(()));
+        assert_eq!(
+            check_templates(&tp(serde_json::json!("<s>:0 $A"), s.clone())),
+            Ok(())
+        );
+        let err = check_templates(&tp(serde_json::json!("<x> $A"), s)).unwrap_err();
+        assert!(err.contains("`<x>`"), "{err}");
+        let uneven = serde_json::json!({"<s>": {"id": "<s>", "ids": [1, 2], "tokens": ["<s>"]}});
+        let err = check_templates(&tp(pieces, uneven)).unwrap_err();
+        assert!(err.contains("different lengths"), "{err}");
+    }
 
     #[test]
     fn ids_that_do_not_fit_u32_are_dropped() {
