@@ -55,7 +55,8 @@ fn ids_of(v: Option<&Value>) -> Vec<u32> {
 }
 
 /// Checks every `TemplateProcessing` post-processor in a `tokenizer.json` (nested ones
-/// too): each special token its templates name is defined, with as many ids as tokens.
+/// too, and any object with its `single` or `pair` fields, whatever its `type` says): each
+/// special token its templates name is defined, with as many ids as tokens.
 /// The tokenizers crate checks this when a template is built in code but not when one is
 /// read from JSON, and indexes its map with the names while encoding, which panics on a
 /// missing one (found by fuzzing).
@@ -63,7 +64,8 @@ fn check_templates(v: &Value) -> Result<(), String> {
     match v {
         Value::Array(items) => items.iter().try_for_each(check_templates),
         Value::Object(o) => {
-            if o.get("type").and_then(Value::as_str) == Some("TemplateProcessing") {
+            // tokenizers matches post-processors by their fields, not by `type`.
+            if o.contains_key("single") || o.contains_key("pair") {
                 let specials = o.get("special_tokens").and_then(Value::as_object);
                 for (name, t) in specials.into_iter().flatten() {
                     let len = |k: &str| t.get(k).and_then(Value::as_array).map(Vec::len);
@@ -213,8 +215,12 @@ mod tests {
             check_templates(&tp(serde_json::json!("<s>:0 $A"), s.clone())),
             Ok(())
         );
-        let err = check_templates(&tp(serde_json::json!("<x> $A"), s)).unwrap_err();
+        let err = check_templates(&tp(serde_json::json!("<x> $A"), s.clone())).unwrap_err();
         assert!(err.contains("`<x>`"), "{err}");
+        // Found by fuzzing: a misspelt type still deserializes as a template.
+        let mut odd = tp(serde_json::json!("<x> $A"), s);
+        odd["post_processor"]["processors"][0]["type"] = "TemplateProcessnormaling".into();
+        assert!(check_templates(&odd).is_err());
         let uneven = serde_json::json!({"<s>": {"id": "<s>", "ids": [1, 2], "tokens": ["<s>"]}});
         let err = check_templates(&tp(pieces, uneven)).unwrap_err();
         assert!(err.contains("different lengths"), "{err}");
