@@ -14,6 +14,8 @@ use minijinja::value::Kwargs;
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 
+use crate::template_bounds as bounds;
+
 const TEMPLATE_NAME: &str = "chat_template";
 
 /// One chat message as seen by the template (`message['role']`, `message['content']`).
@@ -91,8 +93,11 @@ impl ChatTemplate {
         // A template comes with the model file: one that loops without end stops with an
         // error instead of hanging (a real one spends a few dozen units per message).
         env.set_fuel(Some(TEMPLATE_FUEL));
+        // And one that prints (or captures, or replaces) without end stops at a size bound.
+        env.set_formatter(bounds::counting_formatter);
+        env.add_filter("replace", bounds::replace_filter);
         env.set_auto_escape_callback(|_| AutoEscape::None);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(bounds::unknown_method);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
@@ -164,13 +169,26 @@ impl ChatTemplate {
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
-        tmpl.render(Value::from_serialize(context))
-            .map_err(|e| ChatTemplateError::Render(describe(&e)))
+        let mut out = bounds::BoundedOutput::default();
+        let rendered = tmpl.render_captured_to(Value::from_serialize(context), &mut out);
+        match rendered {
+            Ok(_) => String::from_utf8(out.buf)
+                .map_err(|e| ChatTemplateError::Render(format!("output is not UTF-8: {e}"))),
+            Err(_) if out.overflowed => {
+                Err(ChatTemplateError::Render(describe(&bounds::too_large())))
+            }
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(ChatTemplateError::Render(format!(
+                "the template ran past its budget of {TEMPLATE_FUEL} steps (a loop without end?)"
+            ))),
+            Err(e) => Err(ChatTemplateError::Render(describe(&e))),
+        }
     }
 }
 
-/// Instructions a template may run for one rendering (minijinja's fuel).
-const TEMPLATE_FUEL: u64 = 10_000_000;
+/// Instructions a template may run for one rendering (minijinja's fuel): a real template
+/// spends a few dozen per message, and a million run in about a tenth of a second, so a
+/// template that loops without end fails well within a second.
+const TEMPLATE_FUEL: u64 = 1_000_000;
 
 /// Widest `tojson` indent a template may ask for.
 const MAX_INDENT: usize = 64;

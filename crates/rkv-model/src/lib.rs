@@ -12,8 +12,10 @@ pub mod linear;
 pub mod model;
 pub mod norm;
 pub mod rope;
+mod template_bounds;
 pub mod tokenizer;
 pub mod transformer;
+pub mod untrusted;
 pub mod weights;
 
 pub use attention::{Attention, AttentionShape};

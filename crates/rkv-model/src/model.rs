@@ -39,7 +39,16 @@ pub fn load(path: &Path, mode: WeightMode) -> Result<LoadedModel> {
             tokenizer,
         });
     }
-    let mut src = GgufSource::open(path, mode)?;
+    from_gguf(GgufSource::open(path, mode)?)
+}
+
+/// Loads a GGUF model held whole in memory (`label` names it in errors): the path
+/// [`load`] takes for a GGUF file, without the file.
+pub fn load_gguf_bytes(label: &Path, bytes: Vec<u8>, mode: WeightMode) -> Result<LoadedModel> {
+    from_gguf(GgufSource::from_bytes(label, bytes, mode)?)
+}
+
+fn from_gguf(mut src: GgufSource) -> Result<LoadedModel> {
     let cfg = src.config()?;
     let tokenizer = Tokenizer::from_gguf(src.content())?;
     let transformer = Transformer::load(cfg, &mut src)?;

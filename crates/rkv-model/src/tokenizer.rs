@@ -99,6 +99,19 @@ impl Tokenizer {
         hf::load(dir).map(Self::from_inner)
     }
 
+    /// A tokenizer from the bytes of a `tokenizer.json` alone (no `tokenizer_config.json`:
+    /// BOS/EOS follow its post-processor); `label` names it in errors.
+    pub fn from_hf_json(label: &Path, tokenizer_json: &[u8]) -> Result<Self, TokenizerError> {
+        hf::from_parts(
+            label,
+            tokenizer_json,
+            &serde_json::Value::Null,
+            &serde_json::Value::Null,
+            None,
+        )
+        .map(Self::from_inner)
+    }
+
     fn from_inner(inner: Inner) -> Self {
         Self {
             inner: Arc::new(inner),

@@ -54,16 +54,114 @@ fn ids_of(v: Option<&Value>) -> Vec<u32> {
     }
 }
 
+/// Checks what tokenizers would panic on later: every `TemplateProcessing` post-processor
+/// in a `tokenizer.json` (nested ones too, and any object with its `single` or `pair`
+/// fields, whatever its `type` says) must define each special token its templates name,
+/// with as many ids as tokens; and a `Strip` decoder may strip only at the start.
+/// The tokenizers crate checks this when a template is built in code but not when one is
+/// read from JSON, and indexes its map with the names while encoding, which panics on a
+/// missing one (found by fuzzing).
+fn check_templates(v: &Value) -> Result<(), String> {
+    match v {
+        Value::Array(items) => items.iter().try_for_each(check_templates),
+        Value::Object(o) => {
+            // tokenizers 0.22's Strip decoder indexes before the start of a token shorter
+            // than `stop` and slices backwards when the cuts overlap (found by fuzzing);
+            // real files strip only at the start. Matched by fields, as tokenizers does.
+            if ["content", "start", "stop"]
+                .iter()
+                .all(|k| o.contains_key(*k))
+                && o.get("stop").and_then(Value::as_u64) != Some(0)
+            {
+                return Err("a Strip decoder with a `stop` other than 0 is not supported".into());
+            }
+            // tokenizers matches post-processors by their fields, not by `type`.
+            if o.contains_key("single") || o.contains_key("pair") {
+                let specials = o.get("special_tokens").and_then(Value::as_object);
+                for (name, t) in specials.into_iter().flatten() {
+                    let len = |k: &str| t.get(k).and_then(Value::as_array).map(Vec::len);
+                    if len("ids") != len("tokens") {
+                        return Err(format!(
+                            "post-processor special token `{name}` has ids and tokens of \
+                             different lengths"
+                        ));
+                    }
+                }
+                for key in ["single", "pair"] {
+                    for id in template_specials(o.get(key)) {
+                        if !specials.is_some_and(|m| m.contains_key(&id)) {
+                            return Err(format!(
+                                "post-processor template `{key}` names special token `{id}`, \
+                                 which its special_tokens do not define"
+                            ));
+                        }
+                    }
+                }
+            }
+            o.values().try_for_each(check_templates)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The special-token names of a template, given as pieces (`[{"SpecialToken": {"id":
+/// ...}}, ...]`) or as a string (`"<s> $A:0"`).
+fn template_specials(template: Option<&Value>) -> Vec<String> {
+    match template {
+        Some(Value::Array(pieces)) => pieces
+            .iter()
+            .filter_map(|p| p.get("SpecialToken")?.get("id")?.as_str())
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::String(s)) => s
+            .split_whitespace()
+            .filter(|p| !p.starts_with('$'))
+            .map(|p| p.split_once(':').map_or(p, |(id, _)| id).to_owned())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
     let tok_path = dir.join("tokenizer.json");
-    let hf = tokenizers::Tokenizer::from_bytes(read_bytes(&tok_path)?).map_err(|e| {
-        TokenizerError::Parse {
-            path: tok_path.clone(),
-            reason: e.to_string(),
-        }
-    })?;
+    let tokenizer_json = read_bytes(&tok_path)?;
     let config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
     let gen = read_json(&dir.join("generation_config.json"))?.unwrap_or(Value::Null);
+    let mut template_src = config.get("chat_template").cloned();
+    if template_src.is_none() {
+        let jinja = dir.join("chat_template.jinja");
+        if jinja.exists() {
+            let bytes = read_bytes(&jinja)?;
+            template_src = Some(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        } else if let Some(v) = read_json(&dir.join("chat_template.json"))? {
+            template_src = v.get("chat_template").cloned();
+        }
+    }
+    from_parts(&tok_path, &tokenizer_json, &config, &gen, template_src)
+}
+
+/// Builds the tokenizer from the files' contents: `tokenizer.json` (named `tok_path` in
+/// errors), the parsed `tokenizer_config.json` and `generation_config.json` (`Null` when
+/// absent) and the chat template's JSON value, if any.
+pub(super) fn from_parts(
+    tok_path: &Path,
+    tokenizer_json: &[u8],
+    config: &Value,
+    gen: &Value,
+    template_src: Option<Value>,
+) -> Result<Inner, TokenizerError> {
+    let parse_error = |reason: String| TokenizerError::Parse {
+        path: tok_path.to_path_buf(),
+        reason,
+    };
+    // The tokenizers crate panics (an `expect` in its decoder's deserializer) on some
+    // malformed JSON inside `"decoder"`, such as a `\u` escape of a lone surrogate (found by
+    // fuzzing): a document that is not JSON at all is refused here first.
+    let json: Value =
+        serde_json::from_slice(tokenizer_json).map_err(|e| parse_error(e.to_string()))?;
+    check_templates(&json).map_err(parse_error)?;
+    let hf = tokenizers::Tokenizer::from_bytes(tokenizer_json)
+        .map_err(|e| parse_error(e.to_string()))?;
     let n_vocab = hf.get_vocab_size(true);
     let id_of = |v: Option<&Value>| token_text(v).and_then(|t| hf.token_to_id(t));
 
@@ -91,16 +189,6 @@ pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
         None => grew && !eos_ids.is_empty() && with.last() == eos_ids.first(),
     } && !eos_ids.is_empty();
 
-    let mut template_src = config.get("chat_template").cloned();
-    if template_src.is_none() {
-        let jinja = dir.join("chat_template.jinja");
-        if jinja.exists() {
-            let bytes = read_bytes(&jinja)?;
-            template_src = Some(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        } else if let Some(v) = read_json(&dir.join("chat_template.json"))? {
-            template_src = v.get("chat_template").cloned();
-        }
-    }
     let chat_template = match template_src {
         None | Some(Value::Null) => None,
         Some(v) => Some(ChatTemplate::from_json(&v)),
@@ -120,6 +208,41 @@ pub(super) fn load(dir: &Path) -> Result<Inner, TokenizerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Template post-processors naming undefined special tokens, or defining one with
+    /// more ids than tokens, are refused (nested in a sequence too); sound ones pass.
+    #[test]
+    fn template_post_processors_are_checked() {
+        let tp = |single: Value, specials: Value| {
+            serde_json::json!({"post_processor": {"type": "Sequence", "processors": [
+                {"type": "TemplateProcessing", "single": single, "pair": "$A $B",
+                 "special_tokens": specials}]}})
+        };
+        let s = serde_json::json!({"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}});
+        let pieces = serde_json::json!([{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                        {"Sequence": {"id": "A", "type_id": 0}}]);
+        assert_eq!(check_templates(&tp(pieces.clone(), s.clone())), Ok(()));
+        assert_eq!(
+            check_templates(&tp(serde_json::json!("<s>:0 $A"), s.clone())),
+            Ok(())
+        );
+        let err = check_templates(&tp(serde_json::json!("<x> $A"), s.clone())).unwrap_err();
+        assert!(err.contains("`<x>`"), "{err}");
+        // Found by fuzzing: a misspelt type still deserializes as a template.
+        let mut odd = tp(serde_json::json!("<x> $A"), s);
+        odd["post_processor"]["processors"][0]["type"] = "TemplateProcessnormaling".into();
+        assert!(check_templates(&odd).is_err());
+        let strip = |stop: u64| {
+            serde_json::json!({"decoder": {"type": "Sequence", "decoders": [
+                {"type": "Strip", "content": " ", "start": 1, "stop": stop}]}})
+        };
+        assert_eq!(check_templates(&strip(0)), Ok(()));
+        let err = check_templates(&strip(1)).unwrap_err();
+        assert!(err.contains("Strip"), "{err}");
+        let uneven = serde_json::json!({"<s>": {"id": "<s>", "ids": [1, 2], "tokens": ["<s>"]}});
+        let err = check_templates(&tp(pieces, uneven)).unwrap_err();
+        assert!(err.contains("different lengths"), "{err}");
+    }
 
     #[test]
     fn ids_that_do_not_fit_u32_are_dropped() {

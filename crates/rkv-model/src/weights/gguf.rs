@@ -20,11 +20,16 @@ use crate::linear::{Linear, Weight};
 use crate::rope::RopeConfig;
 
 pub struct GgufSource {
+    /// The file's path, or a label such as `<memory>` for bytes given whole.
     path: PathBuf,
     content: Content,
-    reader: BufReader<Tracked>,
+    reader: BufReader<Box<dyn ReadSeek>>,
     mode: WeightMode,
 }
+
+/// What the source reads from: a file, or bytes in memory.
+pub trait ReadSeek: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ReadSeek for T {}
 
 /// A file that knows its own position: candle's GGUF parser asks for the position at every
 /// string (tens of thousands in a vocabulary), and `File` answers each with a system call.
@@ -62,7 +67,23 @@ impl GgufSource {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut reader = BufReader::new(Tracked { file, pos: 0 });
+        Self::from_reader(path, Box::new(Tracked { file, pos: 0 }), mode)
+    }
+
+    /// Reads a GGUF file held whole in memory; `label` names it in errors.
+    pub fn from_bytes(label: &Path, bytes: Vec<u8>, mode: WeightMode) -> Result<Self> {
+        Self::from_reader(label, Box::new(std::io::Cursor::new(bytes)), mode)
+    }
+
+    /// Parses the header of `inner` and checks that every tensor lies inside it. Every
+    /// allocation the header drives is bounded by the length of `inner`: candle's reader
+    /// refuses counts, strings and arrays that the bytes left cannot hold.
+    fn from_reader(path: &Path, inner: Box<dyn ReadSeek>, mode: WeightMode) -> Result<Self> {
+        let io = |source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut reader = BufReader::new(inner);
         if declares_zero_alignment(&mut reader) {
             return Err(ModelError::BadGguf {
                 path: path.to_path_buf(),
@@ -71,12 +92,8 @@ impl GgufSource {
                     .into(),
             });
         }
-        reader
-            .seek(SeekFrom::Start(0))
-            .map_err(|source| ModelError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        let file_len = reader.seek(SeekFrom::End(0)).map_err(io)?;
+        reader.seek(SeekFrom::Start(0)).map_err(io)?;
         // candle's reader may panic on other corrupt headers (it divided by a
         // `general.alignment` of 0, refused above): an error in the file, not a crash.
         let read =
@@ -102,12 +119,6 @@ impl GgufSource {
                 },
             }
         })?;
-        let file_len = std::fs::metadata(path)
-            .map_err(|source| ModelError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
         for (name, info) in &content.tensor_infos {
             // Checked: a crafted shape or offset must not wrap past this test.
             let end = info
@@ -256,8 +267,20 @@ impl GgufSource {
     }
 
     fn qtensor(&mut self, name: &str) -> Result<QTensor> {
-        if !self.content.tensor_infos.contains_key(name) {
+        let Some(info) = self.content.tensor_infos.get(name) else {
             return Err(ModelError::MissingTensor(name.to_string()));
+        };
+        // candle views the bytes it read as blocks of the tensor's type through a raw
+        // pointer, which for no bytes at all is a dangling, misaligned one (undefined
+        // behaviour; found by fuzzing). No tensor rkv reads may be empty anyway.
+        if info.shape.dims().contains(&0) {
+            return Err(ModelError::BadGguf {
+                path: self.path.clone(),
+                reason: format!(
+                    "tensor `{name}` has no elements (shape {:?})",
+                    info.shape.dims()
+                ),
+            });
         }
         self.content
             .tensor(&mut self.reader, name, &Device::Cpu)
@@ -379,6 +402,141 @@ mod tests {
         }
     }
 
+    /// A v3 header: the tensor and metadata counts, then `rest` as it is.
+    fn header(tensors: u64, entries: u64, rest: &[u8]) -> Vec<u8> {
+        let mut b = b"GGUF".to_vec();
+        b.extend(3u32.to_le_bytes());
+        b.extend(tensors.to_le_bytes());
+        b.extend(entries.to_le_bytes());
+        b.extend(rest);
+        b
+    }
+
+    /// A metadata key, as GGUF writes strings.
+    fn key(k: &str) -> Vec<u8> {
+        let mut b = (k.len() as u64).to_le_bytes().to_vec();
+        b.extend(k.as_bytes());
+        b
+    }
+
+    /// The reason of the bad-GGUF error that opening `bytes` (from memory) must give.
+    fn refusal(bytes: Vec<u8>) -> String {
+        match GgufSource::from_bytes(Path::new("<test>"), bytes, WeightMode::Native) {
+            Err(ModelError::BadGguf { reason, .. }) => reason,
+            Err(e) => panic!("not a bad-GGUF error: {e}"),
+            Ok(_) => panic!("a hostile header was accepted"),
+        }
+    }
+
+    /// Counts and lengths that a small file cannot back are refused from the header,
+    /// before anything is sized by them (an attempt would abort the process: 2^60
+    /// entries of any type do not fit in memory).
+    #[test]
+    fn header_counts_past_the_file_are_refused_before_allocating() {
+        let padding = [0u8; 64];
+        let r = refusal(header(1 << 60, 0, &padding));
+        assert!(r.contains("tensor_count"), "{r}");
+        let r = refusal(header(0, 1 << 62, &padding));
+        assert!(r.contains("metadata_kv_count"), "{r}");
+        // Counts under candle's caps but past what 64 bytes can hold.
+        let r = refusal(header(1 << 20, 1 << 20, &padding));
+        assert!(r.contains("needs at least"), "{r}");
+    }
+
+    #[test]
+    fn huge_strings_and_arrays_are_refused_before_allocating() {
+        // A key whose length is 2^62.
+        let mut rest = (1u64 << 62).to_le_bytes().to_vec();
+        rest.extend([b'k'; 32]);
+        let r = refusal(header(0, 1, &rest));
+        assert!(r.contains("string length"), "{r}");
+        // A string value of 2^40 bytes, then of a length just past the file.
+        for len in [1u64 << 40, 100] {
+            let mut rest = key("general.name");
+            rest.extend(8u32.to_le_bytes());
+            rest.extend(len.to_le_bytes());
+            rest.extend([b'x'; 32]);
+            let r = refusal(header(0, 1, &rest));
+            assert!(r.contains("string length"), "{len}: {r}");
+        }
+        // Arrays of 2^62 u8, of 2^29 strings, of 2^40 arrays: each element takes bytes the
+        // file does not have.
+        for (elem, len) in [(0u32, 1u64 << 62), (8, 1 << 29), (9, 1 << 40)] {
+            let mut rest = key("tokenizer.ggml.tokens");
+            rest.extend(9u32.to_le_bytes());
+            rest.extend(elem.to_le_bytes());
+            rest.extend(len.to_le_bytes());
+            rest.extend([0u8; 32]);
+            let r = refusal(header(0, 1, &rest));
+            assert!(r.contains("array"), "type {elem} x {len}: {r}");
+        }
+    }
+
+    /// Arrays nested past any real file's depth are refused, not recursed into until the
+    /// stack runs out.
+    #[test]
+    fn deeply_nested_arrays_are_refused() {
+        let mut rest = key("nested");
+        rest.extend(9u32.to_le_bytes());
+        for _ in 0..200 {
+            rest.extend(9u32.to_le_bytes());
+            rest.extend(1u64.to_le_bytes());
+        }
+        rest.extend([0u8; 16]);
+        let r = refusal(header(0, 1, &rest));
+        assert!(r.contains("depth"), "{r}");
+    }
+
+    /// Tensor infos: too many dimensions, dimensions whose product wraps, and an offset
+    /// past the end are each refused before any tensor is read.
+    #[test]
+    fn tensor_infos_past_the_file_are_refused() {
+        let info = |dims: &[u64], offset: u64| {
+            let mut b = key("t");
+            b.extend((dims.len() as u32).to_le_bytes());
+            for d in dims {
+                b.extend(d.to_le_bytes());
+            }
+            b.extend(0u32.to_le_bytes()); // F32
+            b.extend(offset.to_le_bytes());
+            b.extend([0u8; 64]);
+            b
+        };
+        let r = refusal(header(1, 0, &info(&[1; 9], 0)));
+        assert!(r.contains("dimensions"), "{r}");
+        for (dims, offset) in [
+            (vec![1u64 << 40, 1 << 40], 0u64),
+            (vec![u64::MAX, 2], 0),
+            (vec![4], u64::MAX - 2),
+            (vec![1 << 30], 0),
+        ] {
+            let r = refusal(header(1, 0, &info(&dims, offset)));
+            assert!(r.contains("runs past the end"), "{dims:?} at {offset}: {r}");
+        }
+    }
+
+    /// A tensor with a dimension of 0 is an error when read, before candle views its
+    /// (empty) bytes through a misaligned pointer. Found by fuzzing `gguf_model`.
+    #[test]
+    fn empty_tensors_are_refused_when_read() {
+        let mut rest = key("t");
+        rest.extend(2u32.to_le_bytes());
+        rest.extend(0u64.to_le_bytes());
+        rest.extend(4u64.to_le_bytes());
+        rest.extend(0u32.to_le_bytes()); // F32
+        rest.extend(0u64.to_le_bytes());
+        rest.extend([0u8; 64]);
+        let mut src =
+            GgufSource::from_bytes(Path::new("<test>"), header(1, 0, &rest), WeightMode::F32)
+                .expect("an empty tensor is within the file");
+        match src.raw_vector("t") {
+            Err(ModelError::BadGguf { reason, .. }) => {
+                assert!(reason.contains("no elements"), "{reason}")
+            }
+            other => panic!("an empty tensor was read: {other:?}"),
+        }
+    }
+
     /// The tracked position is the file's own through reads and seeks of every kind, seen
     /// through a small buffer as the parser sees it.
     #[test]
@@ -404,7 +562,7 @@ mod tests {
         ];
         let mut buf = [0u8; 11];
         for step in steps {
-            for r in [&mut ours as &mut dyn ReadSeek, &mut plain] {
+            for r in [&mut ours as &mut dyn SeekRead, &mut plain] {
                 r.seek(step).expect("seek");
             }
             for n in [3, 11, 1] {
@@ -420,6 +578,6 @@ mod tests {
         }
     }
 
-    trait ReadSeek: Read + Seek {}
-    impl<T: Read + Seek> ReadSeek for T {}
+    trait SeekRead: Read + Seek {}
+    impl<T: Read + Seek> SeekRead for T {}
 }

@@ -114,14 +114,26 @@ impl HfSource {
         }
         let mut tensors = HashMap::new();
         for f in files {
-            let t = candle_core::safetensors::load(&f, &Device::Cpu).map_err(|e| {
-                ModelError::BadSafetensors {
-                    path: f.clone(),
-                    reason: candle_message(&e),
-                }
+            let bytes = std::fs::read(&f).map_err(|source| ModelError::Io {
+                path: f.clone(),
+                source,
             })?;
-            tensors.extend(t);
+            tensors.extend(Self::from_bytes(&f, &bytes)?.tensors);
         }
+        Ok(Self { tensors })
+    }
+
+    /// Reads one safetensors file held whole in memory; `label` names it in errors. The
+    /// header's declared length is checked against `bytes` before it is read (the
+    /// safetensors crate refuses one past the buffer or over 100 MB), so nothing is sized
+    /// by a field the bytes cannot back.
+    pub fn from_bytes(label: &Path, bytes: &[u8]) -> Result<Self> {
+        let tensors = candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| {
+            ModelError::BadSafetensors {
+                path: label.to_path_buf(),
+                reason: candle_message(&e),
+            }
+        })?;
         Ok(Self { tensors })
     }
 
@@ -239,6 +251,49 @@ mod tests {
             Err(ModelError::BadConfig(m)) => assert!(m.contains("overflow"), "{m}"),
             other => panic!("{text}: {other:?}"),
         }
+    }
+
+    /// A safetensors file: the header's length, the JSON header, then `data`.
+    fn safetensors(len: u64, header: &str, data: &[u8]) -> Vec<u8> {
+        let mut b = len.to_le_bytes().to_vec();
+        b.extend(header.as_bytes());
+        b.extend(data);
+        b
+    }
+
+    fn refusal(bytes: &[u8]) -> String {
+        match HfSource::from_bytes(Path::new("<test>"), bytes) {
+            Err(ModelError::BadSafetensors { reason, .. }) => reason,
+            Err(e) => panic!("not a bad-safetensors error: {e}"),
+            Ok(_) => panic!("a hostile header was accepted"),
+        }
+    }
+
+    /// A header length past the bytes, and tensors whose shapes claim more than their
+    /// data offsets give (or wrap), are refused before anything is sized by them.
+    #[test]
+    fn safetensors_sizes_past_the_bytes_are_refused() {
+        let ok = r#"{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+        assert!(HfSource::from_bytes(
+            Path::new("<test>"),
+            &safetensors(ok.len() as u64, ok, &[0; 8])
+        )
+        .is_ok());
+        for len in [u64::MAX, 1 << 62, 1 << 26, ok.len() as u64 + 9] {
+            let r = refusal(&safetensors(len, ok, &[0; 8]));
+            assert!(r.contains("header"), "{len}: {r}");
+        }
+        for shape in [
+            "[1099511627776,1099511627776]",
+            "[18446744073709551615,2]",
+            "[1,1,1,1,1,1,1,1,1,4611686018427387904]",
+        ] {
+            let h = format!(r#"{{"t":{{"dtype":"F32","shape":{shape},"data_offsets":[0,8]}}}}"#);
+            let r = refusal(&safetensors(h.len() as u64, &h, &[0; 8]));
+            assert!(!r.is_empty(), "{shape}");
+        }
+        let h = r#"{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}}"#;
+        refusal(&safetensors(h.len() as u64, h, &[0; 8]));
     }
 
     /// A corrupt weights file is named as such, not as a bad config.

@@ -1,0 +1,104 @@
+//! Hostile chat templates (a template comes with the model file) stop with a clear error,
+//! quickly and in bounded memory: loops without end hit the step budget, and templates
+//! that print, capture or `replace` their way to an exponential or quadratic string hit
+//! the size bound. Each case runs alone in this test binary's one test, and its peak
+//! resident memory above the start is read from `/proc/self/status` (Linux).
+
+use std::time::{Duration, Instant};
+
+use rkv_model::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError};
+
+/// The peak resident set (`VmHWM`) in bytes, after resetting it when the kernel allows.
+#[cfg(target_os = "linux")]
+fn peak_rss(reset: bool) -> Option<u64> {
+    if reset {
+        // "5" resets the peak to the current resident size (Linux 4.0+).
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn peak_rss(_reset: bool) -> Option<u64> {
+    None
+}
+
+const CASES: [(&str, &str, &str); 7] = [
+    (
+        "nested loops without end",
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
+        "budget of",
+    ),
+    (
+        "a loop printing without end",
+        "{% for i in range(100000) %}{% for j in range(100000) %}{{ 'x' * 10000 }}{% endfor %}{% endfor %}",
+        "more than",
+    ),
+    (
+        "raw text repeated without end",
+        "{% for i in range(100000) %}{% for j in range(100000) %}RAW{% endfor %}{% endfor %}",
+        "more than",
+    ),
+    (
+        "a macro doubling its output",
+        "{% macro d(n) %}{% if n == 0 %}{{ 'x' * 1000 }}{% else %}{{ d(n - 1) }}{{ d(n - 1) }}{% endif %}{% endmacro %}{{ d(60) }}",
+        "more than",
+    ),
+    (
+        "a captured string doubling",
+        "{% set ns = namespace(s='x' * 1000) %}{% for i in range(64) %}{% set t %}{{ ns.s }}{{ ns.s }}{% endset %}{% set ns.s = t %}{% endfor %}{{ ns.s }}",
+        "more than",
+    ),
+    (
+        "replace filter squaring a string",
+        "{% set s = 'x' * 100000 %}{{ s | replace('', s) }}",
+        "replace would build",
+    ),
+    (
+        "replace method squaring a string",
+        "{% set s = 'x' * 100000 %}{{ s.replace('x', s) }}",
+        "replace would build",
+    ),
+];
+
+#[test]
+fn hostile_templates_stop_fast_in_bounded_memory() {
+    let messages = [ChatMessage::user("hi")];
+    let start = peak_rss(true);
+    // 4 KiB of raw text per iteration: the output bound comes before the step budget.
+    let raw = "x".repeat(4096);
+    for (what, source, expect) in CASES {
+        let source = source.replace("RAW", &raw);
+        let source = source.as_str();
+        let before = peak_rss(true);
+        let t0 = Instant::now();
+        let result = ChatTemplate::new(source).and_then(|t| t.render(&messages, true, None, None));
+        let took = t0.elapsed();
+        let peak = peak_rss(false);
+        let grew = match (before, peak) {
+            (Some(b), Some(p)) => Some(p.saturating_sub(b)),
+            _ => None,
+        };
+        println!(
+            "{what}: {took:.2?}, peak RSS +{} MB: {result:?}",
+            grew.map_or("?".into(), |g| (g >> 20).to_string())
+        );
+        match result {
+            Err(ChatTemplateError::Render(msg)) => {
+                assert!(msg.contains(expect), "{what}: {msg}")
+            }
+            other => panic!("{what}: not a render error: {other:?}"),
+        }
+        assert!(took < Duration::from_secs(1), "{what}: took {took:?}");
+        if let Some(g) = grew {
+            assert!(g < 100 << 20, "{what}: peak RSS grew by {} MB", g >> 20);
+        }
+    }
+    // Where the peak cannot be reset, the whole run's growth bounds each case's.
+    if let (Some(s), Some(p)) = (start, peak_rss(false)) {
+        println!("peak RSS over the run: +{} MB", p.saturating_sub(s) >> 20);
+    }
+}

@@ -1,0 +1,7 @@
+//! Fuzz target `gguf_vocab`: the bytes go to `rkv_model::untrusted::gguf_vocab`; errors are fine,
+//! panics, hangs and runaway allocations are not.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = rkv_model::untrusted::gguf_vocab(data);
+});
