@@ -68,7 +68,11 @@ impl BlockQ5K {
     /// The 5-bit quant (0..32) of value `e` (0..32) of sub-block `j` (0..8).
     pub fn quant(&self, j: usize, e: usize) -> u8 {
         let byte = self.qs[32 * (j / 2) + e];
-        let low = if j.is_multiple_of(2) { byte & 0xF } else { byte >> 4 };
+        let low = if j.is_multiple_of(2) {
+            byte & 0xF
+        } else {
+            byte >> 4
+        };
         low | (((self.qh[e] >> j) & 1) << 4)
     }
 }

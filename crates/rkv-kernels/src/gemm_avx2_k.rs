@@ -29,54 +29,89 @@ use crate::packed_q4_k::BlockQ4_Kx8;
 use crate::packed_q5_k::BlockQ5_Kx8;
 use crate::packed_q6_k::BlockQ6_Kx8;
 
-/// Eight bytes (one per row) widened to i16 and each repeated twice: `[s0 s0 s1 s1 ..]`.
+/// The first eight bytes of `bytes` (one per row) in the low half of a register.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn per_row_pairs(bytes: &[u8]) -> __m256i {
-    assert!(bytes.len() >= 8);
+fn load8<B: Copy>(bytes: &[B]) -> __m128i {
+    assert!(bytes.len() >= 8 && std::mem::size_of::<B>() == 1);
     // SAFETY: 8 readable bytes (asserted); unaligned 64-bit load.
-    let v = _mm_cvtepu8_epi16(unsafe { _mm_loadl_epi64(bytes.as_ptr() as *const __m128i) });
+    unsafe { _mm_loadl_epi64(bytes.as_ptr() as *const __m128i) }
+}
+
+/// Eight i16 (one per row), each repeated twice: `[s0 s0 s1 s1 ..]`, so that one `madd`
+/// meets each row's two i16 pair sums with the row's value.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn repeat_pairs(v: __m128i) -> __m256i {
     _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v))
 }
 
-/// Eight signed bytes (one per row) widened to i16 and each repeated twice.
+/// Eight unsigned bytes (one per row) widened and each repeated twice.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn per_row_pairs(bytes: &[u8]) -> __m256i {
+    repeat_pairs(_mm_cvtepu8_epi16(load8(bytes)))
+}
+
+/// Eight signed bytes (one per row) widened and each repeated twice.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn per_row_pairs_i8(bytes: &[i8]) -> __m256i {
-    assert!(bytes.len() >= 8);
-    // SAFETY: 8 readable bytes (asserted); unaligned 64-bit load.
-    let v = _mm_cvtepi8_epi16(unsafe { _mm_loadl_epi64(bytes.as_ptr() as *const __m128i) });
-    _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v))
+    repeat_pairs(_mm_cvtepi8_epi16(load8(bytes)))
+}
+
+/// Two sub-blocks' eight unsigned bytes interleaved per row and widened: `[a0 b0 a1 b1 ..]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_pairs_of_two(a: &[u8], b: &[u8]) -> __m256i {
+    _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(load8(a), load8(b)))
 }
 
 /// Two sub-blocks' eight signed bytes interleaved per row and widened.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn row_pairs_of_two_i8(a: &[i8], b: &[i8]) -> __m256i {
-    assert!(a.len() >= 8 && b.len() >= 8);
-    // SAFETY: 8 readable bytes each (asserted); unaligned 64-bit loads.
-    let (va, vb) = unsafe {
-        (
-            _mm_loadl_epi64(a.as_ptr() as *const __m128i),
-            _mm_loadl_epi64(b.as_ptr() as *const __m128i),
-        )
-    };
-    _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(va, vb))
+    _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(load8(a), load8(b)))
 }
 
-/// Two sub-blocks' eight bytes interleaved per row and widened: `[a0 b0 a1 b1 ..]`.
+/// One super-block's contribution to a Q4_K or Q5_K output:
+/// `acc = fma(d * d_y, isum, acc); acc = fma(-(dmin * d_y), msum, acc)`, where `msum`
+/// pairs each row's mins (`mins[p]`: sub-blocks `2 p`, `2 p + 1`) with the sums of the
+/// activation's `bsums` over those sub-blocks.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn row_pairs_of_two(a: &[u8], b: &[u8]) -> __m256i {
-    assert!(a.len() >= 8 && b.len() >= 8);
-    // SAFETY: 8 readable bytes each (asserted); unaligned 64-bit loads.
-    let (va, vb) = unsafe {
+fn add_scaled_with_mins(
+    acc: __m256,
+    d8: __m256,
+    m8: __m256,
+    mins: &[__m256i; 4],
+    isum: __m256i,
+    yb: &BlockQ8K,
+) -> __m256 {
+    let mut msum = _mm256_setzero_si256();
+    for p in 0..4 {
+        let s0 = yb.bsums[4 * p] as i32 + yb.bsums[4 * p + 1] as i32;
+        let s1 = yb.bsums[4 * p + 2] as i32 + yb.bsums[4 * p + 3] as i32;
+        let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
+        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins[p], pair));
+    }
+    let dy = _mm256_set1_ps(yb.d);
+    let acc = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(isum), acc);
+    let nm = _mm256_xor_ps(_mm256_mul_ps(m8, dy), _mm256_set1_ps(-0.0));
+    _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(msum), acc)
+}
+
+/// The eight rows' `d` and `dmin` as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scales_f32(d: &[half::f16; ROWS_X8], dmin: &[half::f16; ROWS_X8]) -> (__m256, __m256) {
+    // SAFETY: 8 f16 each (16 readable bytes); unaligned loads.
+    unsafe {
         (
-            _mm_loadl_epi64(a.as_ptr() as *const __m128i),
-            _mm_loadl_epi64(b.as_ptr() as *const __m128i),
+            _mm256_cvtph_ps(_mm_loadu_si128(d.as_ptr() as *const __m128i)),
+            _mm256_cvtph_ps(_mm_loadu_si128(dmin.as_ptr() as *const __m128i)),
         )
-    };
-    _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(va, vb))
+    }
 }
 
 /// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q4_k.rs`.
@@ -95,17 +130,10 @@ pub(crate) fn q4_kx8_tile<const T: usize>(
         assert_eq!(y.len(), nb, "q4_kx8 tile: block counts differ");
     }
     let mask = _mm256_set1_epi8(0x0F);
-    let sign = _mm256_set1_ps(-0.0);
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..nb {
         let wb = &w[b];
-        // SAFETY: `d` and `dmin` are 8 f16 each (16 readable bytes); unaligned loads.
-        let (d8, m8) = unsafe {
-            (
-                _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
-                _mm256_cvtph_ps(_mm_loadu_si128(wb.dmin.as_ptr() as *const __m128i)),
-            )
-        };
+        let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
         let mins: [__m256i; 4] =
             std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
         let mut isum = [_mm256_setzero_si256(); T];
@@ -149,18 +177,7 @@ pub(crate) fn q4_kx8_tile<const T: usize>(
         for t in 0..T {
             // SAFETY: b < ys[t].len() (asserted above).
             let yb = unsafe { ys[t].get_unchecked(b) };
-            let mut msum = _mm256_setzero_si256();
-            for p in 0..4 {
-                let s0 = yb.bsums[4 * p] as i32 + yb.bsums[4 * p + 1] as i32;
-                let s1 = yb.bsums[4 * p + 2] as i32 + yb.bsums[4 * p + 3] as i32;
-                let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins[p], pair));
-            }
-            let dy = _mm256_set1_ps(yb.d);
-            let q = _mm256_cvtepi32_ps(isum[t]);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), q, acc[t]);
-            let nm = _mm256_xor_ps(_mm256_mul_ps(m8, dy), sign);
-            acc[t] = _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(msum), acc[t]);
+            acc[t] = add_scaled_with_mins(acc[t], d8, m8, &mins, isum[t], yb);
         }
     }
     for t in 0..T {
@@ -282,17 +299,10 @@ pub(crate) fn q5_kx8_tile<const T: usize>(
     }
     let mask = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(0x01);
-    let sign = _mm256_set1_ps(-0.0);
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..nb {
-        let wb = &w[b];
-        // SAFETY: `d` and `dmin` are 8 f16 each (16 readable bytes); unaligned loads.
-        let (d8, m8) = unsafe {
-            (
-                _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)),
-                _mm256_cvtph_ps(_mm_loadu_si128(wb.dmin.as_ptr() as *const __m128i)),
-            )
-        };
+        let (wb, qh) = (&w[b].k4, &w[b].qh);
+        let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
         let mins: [__m256i; 4] =
             std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
         let mut isum = [_mm256_setzero_si256(); T];
@@ -311,7 +321,7 @@ pub(crate) fn q5_kx8_tile<const T: usize>(
                 let (raw, h) = unsafe {
                     (
                         _mm256_loadu_si256(wb.qs.as_ptr().add(256 * k + 32 * c) as *const __m256i),
-                        _mm256_loadu_si256(wb.qh.as_ptr().add(32 * c) as *const __m256i),
+                        _mm256_loadu_si256(qh.as_ptr().add(32 * c) as *const __m256i),
                     )
                 };
                 let bit = |s| _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(h, s), one), 4);
@@ -352,18 +362,7 @@ pub(crate) fn q5_kx8_tile<const T: usize>(
         for t in 0..T {
             // SAFETY: b < ys[t].len() (asserted above).
             let yb = unsafe { ys[t].get_unchecked(b) };
-            let mut msum = _mm256_setzero_si256();
-            for p in 0..4 {
-                let s0 = yb.bsums[4 * p] as i32 + yb.bsums[4 * p + 1] as i32;
-                let s1 = yb.bsums[4 * p + 2] as i32 + yb.bsums[4 * p + 3] as i32;
-                let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins[p], pair));
-            }
-            let dy = _mm256_set1_ps(yb.d);
-            let q = _mm256_cvtepi32_ps(isum[t]);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), q, acc[t]);
-            let nm = _mm256_xor_ps(_mm256_mul_ps(m8, dy), sign);
-            acc[t] = _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(msum), acc[t]);
+            acc[t] = add_scaled_with_mins(acc[t], d8, m8, &mins, isum[t], yb);
         }
     }
     for t in 0..T {

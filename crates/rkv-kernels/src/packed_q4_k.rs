@@ -54,14 +54,17 @@ pub type PackedQ4K = Packed<BlockQ4_Kx8>;
 
 impl BlockQ4_Kx8 {
     /// Exact integer sums `(isum, msum)` of lane `i` against `y`.
-    fn sums(&self, i: usize, y: &BlockQ8K) -> (i32, i32) {
+    /// `fifth(j, e)` is the bit above the nibble of value `e` of sub-block `j` (always 0
+    /// for Q4_K; Q5_K's `qh`).
+    fn sums(&self, i: usize, y: &BlockQ8K, fifth: impl Fn(usize, usize) -> u8) -> (i32, i32) {
         let (mut isum, mut msum) = (0i32, 0i32);
         for j in 0..8 {
             let (k, hi) = (j / 2, j % 2 == 1);
             let mut s = 0i32;
             for e in 0..32 {
                 let byte = self.qs[256 * k + 32 * (e / 4) + 4 * i + e % 4];
-                let q = if hi { byte >> 4 } else { byte & 0xF };
+                let low = if hi { byte >> 4 } else { byte & 0xF };
+                let q = low | (fifth(j, e) << 4);
                 s += q as i32 * y.qs[32 * j + e] as i32;
             }
             isum += self.sc[8 * j + i] as i32 * s;
@@ -69,6 +72,20 @@ impl BlockQ4_Kx8 {
             msum += self.mn[8 * j + i] as i32 * bs;
         }
         (isum, msum)
+    }
+
+    /// `acc` plus lane `i`'s term against `y`, in the module's numerics (`fifth` as for
+    /// [`Self::sums`]).
+    pub(crate) fn add_lane(
+        &self,
+        acc: f32,
+        i: usize,
+        y: &BlockQ8K,
+        fifth: impl Fn(usize, usize) -> u8,
+    ) -> f32 {
+        let (isum, msum) = self.sums(i, y, fifth);
+        let acc = (self.d[i].to_f32() * y.d).mul_add(isum as f32, acc);
+        (-(self.dmin[i].to_f32() * y.d)).mul_add(msum as f32, acc)
     }
 }
 
@@ -117,13 +134,9 @@ impl Interleaved for BlockQ4_Kx8 {
     }
 
     fn dot_lane_ref(w: &[Self], i: usize, y: &[BlockQ8K]) -> f32 {
-        let mut acc = 0.0f32;
-        for (wb, yb) in w.iter().zip(y) {
-            let (isum, msum) = wb.sums(i, yb);
-            acc = (wb.d[i].to_f32() * yb.d).mul_add(isum as f32, acc);
-            acc = (-(wb.dmin[i].to_f32() * yb.d)).mul_add(msum as f32, acc);
-        }
-        acc
+        w.iter()
+            .zip(y)
+            .fold(0.0, |acc, (wb, yb)| wb.add_lane(acc, i, yb, |_, _| 0))
     }
 
     #[cfg(x86_64_v3)]

@@ -1,12 +1,9 @@
 //! Q5_K weights eight rows to a block ([`BlockQ5_Kx8`]) and the per-output numerics
 //! of their product with Q8_K activations (most layers of a Q5_K_M file).
 //!
-//! Layout: the eight rows' `d` and `dmin`, their scales and mins unpacked to one byte
-//! each (`[sub-block 8][rows 8]`, so a kernel loads a sub-block's eight scales at
-//! once), and the quants interleaved four bytes at a time per pair of sub-blocks:
-//! one 32-byte load holds four values of each of the eight rows for sub-block `2 k`
-//! (low nibbles) and `2 k + 1` (high nibbles); `qh` interleaved the same way holds the
-//! fifth bits, bit `j` for sub-block `j`.
+//! Layout: a packed Q4_K block ([`BlockQ4_Kx8`]: scales, mins and the low nibbles)
+//! followed by `qh` interleaved the same way, four bytes per row, holding the fifth
+//! bits (bit `j` for sub-block `j`).
 //!
 //! Numerics (scalar and SIMD paths, bit for bit), for weight row `r` and activation
 //! row `t`, per super-block: `isum = sum_j sc_j * (q_j . y_j)` and `msum = sum_j m_j *
@@ -16,26 +13,19 @@
 //!
 //! Must not know: threads, models.
 
-use half::f16;
-
-use crate::blocks_k::{pack_scale_min_k4, scale_min_k4, BlockQ5K, BlockQ8K, QK_K};
+use crate::blocks_k::{BlockQ4K, BlockQ5K, BlockQ8K, QK_K};
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
+use crate::packed_q4_k::BlockQ4_Kx8;
 
 /// Block `b` of eight rows of Q5_K (1440 bytes, against 1408 for eight `block_q5_K`).
 ///
-/// `qs[256 k + 32 c + 4 i + n]` is byte `32 k + 4 c + n` of row `i`'s `qs` (`k` in
-/// 0..4 the sub-block pair, `c` in 0..8, `n` in 0..4); `qh[32 c + 4 i + n]` is byte
-/// `4 c + n` of row `i`'s `qh`.
+/// `qh[32 c + 4 i + n]` is byte `4 c + n` of row `i`'s `qh` (`c` in 0..8, `n` in 0..4).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockQ5_Kx8 {
-    pub d: [f16; ROWS_X8],            // [rows]
-    pub dmin: [f16; ROWS_X8],         // [rows]
-    pub sc: [u8; 8 * ROWS_X8],        // [sub-block 8, rows 8]
-    pub mn: [u8; 8 * ROWS_X8],        // [sub-block 8, rows 8]
+    pub k4: BlockQ4_Kx8,              // the Q4_K part
     pub qh: [u8; ROWS_X8 * QK_K / 8], // [chunk 8, rows 8, bytes 4]
-    pub qs: [u8; ROWS_X8 * QK_K / 2], // [pair 4, chunk 8, rows 8, bytes 4]
 }
 
 const _: () = assert!(std::mem::size_of::<BlockQ5_Kx8>() == 1440);
@@ -43,40 +33,14 @@ const _: () = assert!(std::mem::size_of::<BlockQ5_Kx8>() == 1440);
 impl Default for BlockQ5_Kx8 {
     fn default() -> Self {
         Self {
-            d: [f16::ZERO; ROWS_X8],
-            dmin: [f16::ZERO; ROWS_X8],
-            sc: [0; 8 * ROWS_X8],
-            mn: [0; 8 * ROWS_X8],
+            k4: BlockQ4_Kx8::default(),
             qh: [0; ROWS_X8 * QK_K / 8],
-            qs: [0; ROWS_X8 * QK_K / 2],
         }
     }
 }
 
 /// A Q5_K weight `[rows, nb * 256]`, packed eight rows to a block.
 pub type PackedQ5K = Packed<BlockQ5_Kx8>;
-
-impl BlockQ5_Kx8 {
-    /// Exact integer sums `(isum, msum)` of lane `i` against `y`.
-    fn sums(&self, i: usize, y: &BlockQ8K) -> (i32, i32) {
-        let (mut isum, mut msum) = (0i32, 0i32);
-        for j in 0..8 {
-            let (k, hi) = (j / 2, j % 2 == 1);
-            let mut s = 0i32;
-            for e in 0..32 {
-                let byte = self.qs[256 * k + 32 * (e / 4) + 4 * i + e % 4];
-                let low = if hi { byte >> 4 } else { byte & 0xF };
-                let high = (self.qh[32 * (e / 4) + 4 * i + e % 4] >> j) & 1;
-                let q = low | (high << 4);
-                s += q as i32 * y.qs[32 * j + e] as i32;
-            }
-            isum += self.sc[8 * j + i] as i32 * s;
-            let bs = y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
-            msum += self.mn[8 * j + i] as i32 * bs;
-        }
-        (isum, msum)
-    }
-}
 
 impl Interleaved for BlockQ5_Kx8 {
     type Row = BlockQ5K;
@@ -85,19 +49,13 @@ impl Interleaved for BlockQ5_Kx8 {
     const VALUES: usize = QK_K;
 
     fn put(&mut self, i: usize, src: &BlockQ5K) {
-        self.d[i] = src.d;
-        self.dmin[i] = src.dmin;
-        for j in 0..8 {
-            let (sc, m) = scale_min_k4(j, &src.scales);
-            self.sc[8 * j + i] = sc;
-            self.mn[8 * j + i] = m;
-        }
-        for k in 0..4 {
-            for c in 0..8 {
-                let at = 256 * k + 32 * c + 4 * i;
-                self.qs[at..at + 4].copy_from_slice(&src.qs[32 * k + 4 * c..32 * k + 4 * c + 4]);
-            }
-        }
+        let k4 = BlockQ4K {
+            d: src.d,
+            dmin: src.dmin,
+            scales: src.scales,
+            qs: src.qs,
+        };
+        self.k4.put(i, &k4);
         for c in 0..8 {
             let at = 32 * c + 4 * i;
             self.qh[at..at + 4].copy_from_slice(&src.qh[4 * c..4 * c + 4]);
@@ -105,22 +63,13 @@ impl Interleaved for BlockQ5_Kx8 {
     }
 
     fn get(&self, i: usize) -> BlockQ5K {
-        let sc: [u8; 8] = std::array::from_fn(|j| self.sc[8 * j + i]);
-        let m: [u8; 8] = std::array::from_fn(|j| self.mn[8 * j + i]);
-        let mut qs = [0u8; QK_K / 2];
-        for k in 0..4 {
-            for c in 0..8 {
-                let at = 256 * k + 32 * c + 4 * i;
-                qs[32 * k + 4 * c..32 * k + 4 * c + 4].copy_from_slice(&self.qs[at..at + 4]);
-            }
-        }
-        let qh: [u8; QK_K / 8] = std::array::from_fn(|p| self.qh[32 * (p / 4) + 4 * i + p % 4]);
+        let k4 = self.k4.get(i);
         BlockQ5K {
-            d: self.d[i],
-            dmin: self.dmin[i],
-            scales: pack_scale_min_k4(&sc, &m),
-            qh,
-            qs,
+            d: k4.d,
+            dmin: k4.dmin,
+            scales: k4.scales,
+            qh: std::array::from_fn(|p| self.qh[32 * (p / 4) + 4 * i + p % 4]),
+            qs: k4.qs,
         }
     }
 
@@ -129,13 +78,10 @@ impl Interleaved for BlockQ5_Kx8 {
     }
 
     fn dot_lane_ref(w: &[Self], i: usize, y: &[BlockQ8K]) -> f32 {
-        let mut acc = 0.0f32;
-        for (wb, yb) in w.iter().zip(y) {
-            let (isum, msum) = wb.sums(i, yb);
-            acc = (wb.d[i].to_f32() * yb.d).mul_add(isum as f32, acc);
-            acc = (-(wb.dmin[i].to_f32() * yb.d)).mul_add(msum as f32, acc);
-        }
-        acc
+        w.iter().zip(y).fold(0.0, |acc, (wb, yb)| {
+            let fifth = |j: usize, e: usize| (wb.qh[32 * (e / 4) + 4 * i + e % 4] >> j) & 1;
+            wb.k4.add_lane(acc, i, yb, fifth)
+        })
     }
 
     #[cfg(x86_64_v3)]
