@@ -91,11 +91,7 @@ type Quantiser<B> = fn(&[f32], &mut [B]) -> std::result::Result<(), k::KernelErr
 
 /// Activations `x` (rows of a multiple of `per` columns, so no block spans two rows)
 /// quantised block by block with `f`, `per` values to a block.
-fn quantize<B: Clone + Default>(
-    x: &[f32],
-    per: usize,
-    f: Quantiser<B>,
-) -> Result<Vec<B>> {
+fn quantize<B: Clone + Default>(x: &[f32], per: usize, f: Quantiser<B>) -> Result<Vec<B>> {
     let mut q = vec![B::default(); x.len() / per];
     f(x, &mut q).map_err(kernel_err)?;
     Ok(q)
