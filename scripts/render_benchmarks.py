@@ -331,8 +331,10 @@ def serve_section():
     out = ["## Many sequences under one memory bound (serving)", "",
            "Requests of MATH-500 problems with the R1 prompt (greedy, end-of-sequence ignored, so every request "
            "generates exactly its `max_tokens`), all submitted at once, through the engine as `rkv serve` runs it. "
-           "A compressing request reserves `max(prompt, budget + buffer)` slots when admitted; FullKV requests "
-           "grow and the newest is preempted (and later recomputed) when memory runs out. Running sequences: the "
+           "A compressing request reserves `max(prompt, budget + buffer)` slots when admitted. FullKV requests "
+           "take memory by `--kv-admission`: *grow* (admitted with their prompt; when memory runs out the newest "
+           "is preempted and later recomputed, as vLLM does) or *reserve* (admitted only when `prompt + max_tokens` "
+           "slots are free, never preempted, as TGI does and as the R-KV paper counts batch size). Running sequences: the "
            "mean over the run's wall time (sampled every 20 ms) and the peak. TTFT counts from submission, so it "
            "includes the wait for admission. Ratios are against the FullKV row of the same invocation.", ""]
     for head, rows in blocks:
@@ -350,7 +352,10 @@ def serve_section():
             tps_ratio = f"{r['tokens_per_s'] / full['tokens_per_s']:.2f}" if full else ""
             mean = r.get("mean_running", 0.0)
             run_ratio = f"{mean / full['mean_running']:.1f}" if full and full.get("mean_running") else ""
-            out.append(f"| {policy_name(r['policy'])} | {r['budget'] if r['budget'] is not None else '-'} | "
+            name = policy_name(r["policy"])
+            if r["policy"] == "full":
+                name += f", {r.get('admission', 'grow')}"
+            out.append(f"| {name} | {r['budget'] if r['budget'] is not None else '-'} | "
                        f"{r['tokens_per_s']:.1f} | {tps_ratio} | {mean:.1f} ({r['peak_running']}) | {run_ratio} | "
                        f"{r['kv_blocks_peak']} / {r['kv_blocks_total']} | {r['preemptions']} | "
                        f"{r['ttft_ms']['p50'] / 1e3:.1f} / {r['ttft_ms']['p99'] / 1e3:.1f} | "

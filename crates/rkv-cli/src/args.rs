@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_engine::{EngineConfig, KvDtype, SamplingParams};
+use rkv_engine::{Admission, EngineConfig, KvDtype, SamplingParams};
 use rkv_model::{LoadedModel, WeightMode};
 
 use crate::exit::usage;
@@ -188,6 +188,17 @@ pub struct EngineArgs {
     /// Most requests waiting for admission; beyond it requests are refused (HTTP 429)
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
+    /// How FullKV requests take KV memory: `grow` (admitted with their prompt, preempted
+    /// and recomputed when memory runs out, as vLLM does) or `reserve` (admitted only when
+    /// prompt + max_tokens slots are free, never preempted, as TGI does); compressing
+    /// requests always reserve their bounded `max(prompt, budget + buffer)`
+    #[arg(long, default_value = "grow", value_parser = parse_admission)]
+    pub kv_admission: Admission,
+}
+
+fn parse_admission(s: &str) -> std::result::Result<Admission, String> {
+    s.parse()
+        .map_err(|e: rkv_engine::EngineError| e.to_string())
 }
 
 impl EngineArgs {
@@ -215,6 +226,7 @@ impl EngineArgs {
             kv_blocks,
             max_batch_tokens: self.max_batch_tokens,
             max_num_seqs: self.max_num_seqs.min(self.max_batch_tokens),
+            admission: self.kv_admission,
             ..default
         })
     }

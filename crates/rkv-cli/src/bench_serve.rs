@@ -14,7 +14,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::{
-    EngineHandle, GenerationRequest, HandleConfig, RequestEvent, SamplingParams, Submission,
+    Admission, EngineHandle, GenerationRequest, HandleConfig, RequestEvent, SamplingParams,
+    Submission,
 };
 use rkv_model::chat_template::ChatMessage;
 use rkv_model::Tokenizer;
@@ -357,6 +358,13 @@ fn report(
     o: &Outcome,
 ) -> std::io::Result<()> {
     let budget = (comp.policy != PolicyKind::Full).then_some(comp.budget);
+    // Compressing sequences always reserve; only FullKV's admission is a choice, and a
+    // running server's (`--url`) is its own, not known here.
+    let admission = match (budget, &a.url) {
+        (Some(_), _) => Admission::Reserve.to_string(),
+        (None, None) => a.engine.kv_admission.to_string(),
+        (None, Some(_)) => "the server's".to_string(),
+    };
     let tps = o.generated as f64 / o.seconds.max(1e-9);
     let (t50, t99) = (quantile(&o.ttft_ms, 0.5), quantile(&o.ttft_ms, 0.99));
     let (p50, p99) = (quantile(&o.tpot_ms, 0.5), quantile(&o.tpot_ms, 0.99));
@@ -367,6 +375,7 @@ fn report(
                 "policy": name,
                 "url": a.url,
                 "budget": budget,
+                "admission": admission,
                 "requests": a.requests,
                 "concurrency": a.concurrency,
                 "max_tokens": a.max_tokens,
@@ -386,7 +395,7 @@ fn report(
         )?;
     } else {
         outln!(
-            "{name} budget {}: {} requests, {} tokens in {:.1} s = {tps:.1} tok/s; peak running {}; KV blocks peak {}/{}; preemptions {}; TTFT p50 {t50:.0} ms p99 {t99:.0} ms; TPOT p50 {p50:.1} ms p99 {p99:.1} ms",
+            "{name} budget {} ({admission}): {} requests, {} tokens in {:.1} s = {tps:.1} tok/s; peak running {}; KV blocks peak {}/{}; preemptions {}; TTFT p50 {t50:.0} ms p99 {t99:.0} ms; TPOT p50 {p50:.1} ms p99 {p99:.1} ms",
             budget.map_or_else(|| "none".into(), |b| b.to_string()),
             a.requests,
             o.generated,

@@ -30,11 +30,13 @@ impl EngineMemory<'_> {
         self.seqs.get(&id)
     }
 
-    /// Blocks the reservation of one sample of `s` holds (`None`: FullKV, no reservation).
+    /// Blocks the reservation of one sample of `s` holds (`None`: a growing FullKV
+    /// sequence, no reservation).
     fn reservation(&self, s: &Sequence) -> Option<usize> {
         let comp = s.compression.config();
-        comp.max_resident_slots()
-            .map(|_| self.limits.blocks_needed(&s.req, comp))
+        self.limits
+            .reserves(comp)
+            .then(|| self.limits.blocks_needed(&s.req, comp))
     }
 }
 

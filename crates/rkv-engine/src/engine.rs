@@ -14,7 +14,7 @@ use crate::compression::SeqCompression;
 use crate::error::{EngineError, Result};
 use crate::kv_manager::KvCacheManager;
 use crate::kv_store::{KvDtype, KvLayout, KvStore};
-use crate::limits::RequestLimits;
+use crate::limits::{Admission, RequestLimits};
 use crate::request::{
     FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
 };
@@ -35,6 +35,8 @@ pub struct EngineConfig {
     pub max_num_seqs: usize,
     /// Compression for requests that do not bring their own.
     pub compression: CompressionConfig,
+    /// How FullKV sequences take memory: grow (and be preempted) or reserve.
+    pub admission: Admission,
 }
 
 impl Default for EngineConfig {
@@ -46,6 +48,7 @@ impl Default for EngineConfig {
             max_batch_tokens: 256,
             max_num_seqs: 256,
             compression: CompressionConfig::full(),
+            admission: Admission::Grow,
         }
     }
 }
@@ -157,6 +160,7 @@ impl Engine {
             n_blocks: self.store.pool().n_blocks(),
             block_size: self.cfg.block_size,
             max_num_seqs: self.cfg.max_num_seqs,
+            admission: self.cfg.admission,
         }
     }
 

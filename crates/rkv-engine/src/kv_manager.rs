@@ -6,7 +6,8 @@
 //! copies a block it shares with another sample before writing into it, all inside its
 //! reservation. The blocks a reservation still promises are its size minus the blocks
 //! the sequence holds alone (a shared block may still have to be copied). FullKV
-//! sequences reserve nothing and grow from what is left.
+//! sequences grow from what is left, or (with [`crate::Admission::Reserve`]) reserve their
+//! whole length the same way.
 //! Owns: the reservations. Must not know: tensors, policies, HTTP.
 
 use std::collections::BTreeMap;

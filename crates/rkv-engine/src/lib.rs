@@ -34,7 +34,7 @@ pub use handle::{
     SubmitError,
 };
 pub use kv_store::KvDtype;
-pub use limits::RequestLimits;
+pub use limits::{Admission, RequestLimits};
 pub use recorder::CompressionRecord;
 pub use request::{
     fits_context, FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,

@@ -21,6 +21,47 @@ pub struct RequestLimits {
     pub block_size: usize,
     /// Most sequences running at once (so the most samples one request may ask for).
     pub max_num_seqs: usize,
+    /// FullKV sequences reserve their whole length (`prompt + max_tokens`) on admission
+    /// instead of growing ([`Admission::Reserve`]).
+    pub admission: Admission,
+}
+
+/// How a FullKV sequence takes memory (a compressing one always reserves what it can
+/// ever hold, which is bounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// Admitted with its prompt's blocks, it grows a block at a time; when the pool runs
+    /// dry the newest sequence is preempted and later recomputed (vLLM's rule). More
+    /// sequences start at once; long ones may be recomputed many times.
+    #[default]
+    Grow,
+    /// Admitted only when `prompt + max_tokens` slots are free, and those are reserved:
+    /// never preempted, fewer at once (TGI's rule, and how the R-KV paper counts batch
+    /// size).
+    Reserve,
+}
+
+impl std::str::FromStr for Admission {
+    type Err = EngineError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "grow" => Ok(Self::Grow),
+            "reserve" => Ok(Self::Reserve),
+            other => Err(EngineError::BadRequest(format!(
+                "unknown admission `{other}` (expected `grow` or `reserve`)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Grow => "grow",
+            Self::Reserve => "reserve",
+        })
+    }
 }
 
 impl RequestLimits {
@@ -33,6 +74,11 @@ impl RequestLimits {
             None => full,
         };
         slots.div_ceil(self.block_size.max(1))
+    }
+
+    /// Whether a sequence under `comp` reserves its blocks on admission (`true`) or grows.
+    pub fn reserves(&self, comp: &CompressionConfig) -> bool {
+        comp.max_resident_slots().is_some() || self.admission == Admission::Reserve
     }
 
     /// Checks a request of `n` samples with compression `comp`; the error says what is
@@ -70,9 +116,9 @@ impl RequestLimits {
         req.sampling.validate()?;
         SeqCompression::validate(comp)?;
         let one = self.blocks_needed(req, comp);
-        // A compressing request reserves for all its samples at once; FullKV samples grow
-        // one by one, and each must fit alone.
-        let need = if comp.max_resident_slots().is_some() {
+        // A reserving request reserves for all its samples at once; growing FullKV samples
+        // grow one by one, and each must fit alone.
+        let need = if self.reserves(comp) {
             one.saturating_mul(n)
         } else {
             one
@@ -84,5 +130,72 @@ impl RequestLimits {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SamplingParams;
+    use rkv_core::config::PolicyKind;
+
+    fn limits(admission: Admission) -> RequestLimits {
+        RequestLimits {
+            vocab_size: 100,
+            max_context: 1000,
+            n_blocks: 10,
+            block_size: 10,
+            max_num_seqs: 8,
+            admission,
+        }
+    }
+
+    fn req(prompt: usize, max_tokens: usize) -> GenerationRequest {
+        GenerationRequest {
+            prompt: vec![5; prompt],
+            sampling: SamplingParams::default(),
+            max_tokens,
+            ignore_eos: true,
+            stop: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn full_kv_samples_must_each_fit_when_they_grow_and_together_when_they_reserve() {
+        let full = CompressionConfig::full();
+        // 3 samples of 40 slots (4 blocks each) in a pool of 10 blocks.
+        let r = req(10, 30);
+        assert_eq!(limits(Admission::Grow).blocks_needed(&r, &full), 4);
+        assert!(limits(Admission::Grow).check(&r, &full, 3).is_ok());
+        assert!(!limits(Admission::Grow).reserves(&full));
+        assert!(limits(Admission::Reserve).reserves(&full));
+        let err = limits(Admission::Reserve).check(&r, &full, 3).unwrap_err();
+        assert!(err.to_string().contains("12 KV blocks"), "{err}");
+        assert!(limits(Admission::Reserve).check(&r, &full, 2).is_ok());
+    }
+
+    #[test]
+    fn compressing_sequences_reserve_under_either_admission() {
+        let comp = CompressionConfig {
+            policy: PolicyKind::RKv,
+            budget: 16,
+            buffer: 4,
+            window: 4,
+            ..CompressionConfig::default()
+        };
+        for a in [Admission::Grow, Admission::Reserve] {
+            assert!(limits(a).reserves(&comp));
+            // max(prompt 10, B + b = 20) slots: 2 blocks a sample.
+            assert_eq!(limits(a).blocks_needed(&req(10, 500), &comp), 2);
+        }
+    }
+
+    #[test]
+    fn admission_parses_its_two_names_and_refuses_others() {
+        for a in [Admission::Grow, Admission::Reserve] {
+            assert_eq!(a.to_string().parse::<Admission>().unwrap(), a);
+        }
+        let err = "static".parse::<Admission>().unwrap_err();
+        assert!(err.to_string().contains("`grow` or `reserve`"), "{err}");
     }
 }

@@ -19,7 +19,7 @@
 mod tiny;
 
 use rkv_core::config::{CompressionConfig, PolicyKind};
-use rkv_engine::{Engine, GenerationOutput, GenerationRequest, KvDtype, SamplingParams};
+use rkv_engine::{Admission, Engine, GenerationOutput, GenerationRequest, KvDtype, SamplingParams};
 use tiny::{random_prompt, TinyModel, KV_BLOCKS, SPECS};
 
 const BUDGET: usize = 32;
@@ -450,6 +450,18 @@ fn bad_compression_config_is_refused_naming_the_field() {
 /// and every block comes back.
 #[test]
 fn preempted_sequences_recompute_their_solo_output() {
+    crowded_pool_gives_solo_output(Admission::Grow);
+}
+
+/// The same load with FullKV sequences reserving their whole length on admission: nothing
+/// is preempted (a FullKV request waits until its length is free), and every request
+/// still gets its solo tokens and statistics.
+#[test]
+fn reserving_full_kv_sequences_are_never_preempted() {
+    crowded_pool_gives_solo_output(Admission::Reserve);
+}
+
+fn crowded_pool_gives_solo_output(admission: Admission) {
     for (si, spec) in SPECS.iter().enumerate() {
         let m = TinyModel::new(*spec, 600 + si as u64);
         let jobs: Vec<(Vec<u32>, usize, CompressionConfig)> = vec![
@@ -501,7 +513,7 @@ fn preempted_sequences_recompute_their_solo_output() {
         // 20 blocks of 16 slots: the two FullKV requests need 9 each, the compressing
         // ones reserve 3 each.
         let pool = 20;
-        let mut e = m.engine_pool(256, KvDtype::F32, 16, pool);
+        let mut e = m.engine_admission(256, KvDtype::F32, 16, pool, admission);
         let ids: Vec<_> = jobs
             .iter()
             .map(|(p, n, c)| e.add_request(request(p, *n), Some(*c)).unwrap())
@@ -517,11 +529,18 @@ fn preempted_sequences_recompute_their_solo_output() {
             assert!(steps < 5000, "{}: runaway", spec.name);
         }
         let c = e.counters();
-        assert!(
-            c.preemptions_total > 0,
-            "{}: nothing was preempted",
-            spec.name
-        );
+        match admission {
+            Admission::Grow => assert!(
+                c.preemptions_total > 0,
+                "{}: nothing was preempted",
+                spec.name
+            ),
+            Admission::Reserve => assert_eq!(
+                c.preemptions_total, 0,
+                "{}: a reserving sequence was preempted",
+                spec.name
+            ),
+        }
         assert_eq!(c.kv_blocks_used, 0, "{}: blocks not returned", spec.name);
         for (i, id) in ids.iter().enumerate() {
             let tag = format!("{} request {i} ({:?})", spec.name, jobs[i].2.policy);

@@ -11,7 +11,7 @@ use std::path::Path;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rkv_core::config::CompressionConfig;
-use rkv_engine::{Engine, EngineConfig, KvDtype};
+use rkv_engine::{Admission, Engine, EngineConfig, KvDtype};
 use rkv_model::WeightMode;
 use serde_json::json;
 
@@ -274,6 +274,24 @@ impl TinyModel {
         block_size: usize,
         kv_blocks: usize,
     ) -> Engine {
+        self.engine_admission(
+            max_batch_tokens,
+            kv_dtype,
+            block_size,
+            kv_blocks,
+            Admission::Grow,
+        )
+    }
+
+    /// [`Self::engine_pool`] with FullKV sequences taking memory by `admission`.
+    pub fn engine_admission(
+        &self,
+        max_batch_tokens: usize,
+        kv_dtype: KvDtype,
+        block_size: usize,
+        kv_blocks: usize,
+        admission: Admission,
+    ) -> Engine {
         let model = rkv_model::load(self.dir.path(), WeightMode::Native)
             .unwrap_or_else(|e| panic!("{}: load: {e}", self.spec.name));
         Engine::new(
@@ -285,6 +303,7 @@ impl TinyModel {
                 max_batch_tokens,
                 max_num_seqs: 64,
                 compression: CompressionConfig::full(),
+                admission,
             },
         )
         .unwrap()
