@@ -25,7 +25,8 @@ tmp=$(mktemp)
 import json, subprocess, sys, datetime
 cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
 machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
-print(json.dumps({"command": sys.argv[1], "machine": machine,
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+print(json.dumps({"command": sys.argv[1], "machine": machine, "commit": commit,
                   "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}))
 PY
   echo "== R-KV 256 against FullKV" >&2

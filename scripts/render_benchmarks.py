@@ -341,7 +341,8 @@ def serve_section():
         full = next((r for r in rows if r["policy"] == "full"), None)
         r0 = rows[0]
         cmd = re.sub(r"; then --kv-policy rkv --kv-budget B for B in: *$", "", head["command"])
-        out += [f"Command: `{cmd}`; machine: {head['machine']}; date: {head['date']}. "
+        commit = f"commit `{head['commit']}`; " if head.get("commit") else ""
+        out += [f"Command: `{cmd}`; machine: {head['machine']}; {commit}date: {head['date']}. "
                 f"{r0['requests']} requests of {r0['max_tokens']} generated tokens, at most {r0['concurrency']} in "
                 f"flight, {r0['kv_memory'] / 2**20:.0f} MiB of KV memory ({r0['kv_blocks_total']} blocks of 32 "
                 "slots)." + (" No FullKV row was measured in this invocation." if not full else ""), "",
