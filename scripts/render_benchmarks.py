@@ -299,6 +299,7 @@ def main():
         out.append("")
 
     out += serve_section()
+    out += llamacpp_section()
 
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(out) + "\n")
@@ -363,6 +364,59 @@ def serve_section():
                        f"{r['tpot_ms']['p50']:.1f} / {r['tpot_ms']['p99']:.1f} |")
         out.append("")
     return out + serve_extras()
+
+
+BUILD_LLAMACPP = [
+    "## Building llama.cpp here",
+    "",
+    "The side-by-side figures use llama.cpp built on the machine that measures, from the source that the PyPI "
+    "sdist of `llama-cpp-python` 0.3.36 vendors (llama.cpp `0c1e57098`, ggml 0.25.3):",
+    "",
+    "```sh",
+    "pip download --no-deps --no-binary llama-cpp-python llama-cpp-python==0.3.36 && tar xzf llama_cpp_python-0.3.36.tar.gz",
+    "cd llama_cpp_python-0.3.36/vendor/llama.cpp",
+    "F=\"-mno-amx-tile -mno-amx-int8 -mno-amx-bf16\"",
+    "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGGML_AMX=OFF -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \\",
+    "  -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_C_FLAGS=\"$F\" -DCMAKE_CXX_FLAGS=\"$F\"",
+    "cmake --build build --target llama-bench llama-quantize -j2",
+    "```",
+    "",
+    "AMX stays off: the Xeons of these machines advertise it but trap its instructions, and `-march=native` "
+    "would compile AMX code even with `GGML_AMX=OFF` (hence the `-mno-amx-*` flags). Flash attention off (`-fa 0`) "
+    "is llama.cpp's fastest setting on these CPUs (about 3x faster than its default at depth 4096 on the default "
+    "model); `rkv bench decode --llama-bench build/bin/llama-bench` passes it. `scripts/llamacpp/greedy.cpp` links "
+    "against `build/bin/libllama.so` for the parity references (`scripts/llamacpp/requant_reference.sh`).",
+    "",
+]
+
+
+def llamacpp_section():
+    """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh)."""
+    head, rows = read_results("llamacpp_side_by_side.jsonl")
+    theirs = [r for r in rows if r.get("bench") == "decode_llamacpp"]
+    if not theirs:
+        return BUILD_LLAMACPP
+    ours = {(r["model"], r["depth"]): r for r in rows if r.get("bench") == "decode"}
+    out = ["## rkv against llama.cpp on Q4_K_M files", "",
+           f"`scripts/bench_llamacpp.sh` (`{head['command']}`); machine: {head['machine']}; commit `{head['commit']}`; "
+           f"date: {head['date']}. Each file's rows come from one invocation whose repeats alternate rkv and "
+           "llama.cpp's `llama-bench` (2 threads, f16 KV, flash attention off); ratios are rkv / llama.cpp per repeat, "
+           "median (min-max). `default-q4_k_m.gguf` is the default model requantised by `rkv quantize --type q4_k_m` "
+           "(llama.cpp's layout: Q5_0 and Q8_0 for the 576-wide rows, Q4_K and Q6_K for `ffn_down`); "
+           "`r1-qwen-1.5b-q4_k_m.gguf` is `rkv bench model`'s random-weight file of R1-Distill-Qwen-1.5B's shapes.", "",
+           "| file | depth | rkv decode tok/s | llama.cpp decode tok/s | decode ratio | prompt of `depth` tokens: rkv tok/s "
+           "| llama.cpp tok/s | prompt ratio |",
+           "|---|---|---|---|---|---|---|---|"]
+    for t in theirs:
+        o = ours.get((t["model"], t["depth"]))
+        if o is None:
+            continue
+        p = t.get("prompt_tokens_per_s")
+        out.append(f"| `{t['model']}` | {t['depth']} | {fmt(o['decode_tokens_per_s'])} | "
+                   f"{fmt(t['decode_tokens_per_s'])} | {fmt(t['decode_speed_ratio'], 2)} | "
+                   + (f"{fmt(o['prefill_tokens_per_s'])} | {fmt(p)} | {fmt(t['prompt_speed_ratio'], 2)} |" if p
+                      else "- | - | - |"))
+    return out + [""] + BUILD_LLAMACPP
 
 
 def read_results(name):

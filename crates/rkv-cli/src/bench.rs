@@ -8,6 +8,7 @@ use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqSta
 use serde_json::json;
 
 use crate::args::{engine_config, peak_rss_bytes, KvArgs, ModelArgs};
+use crate::bench_llama::LlamaBench;
 use crate::exit::usage;
 use crate::out::outln;
 
@@ -49,6 +50,11 @@ pub struct DecodeArgs {
     /// its own steps'. The policies change engines every repeat: use an even --repeat.
     #[arg(long, requires = "compare_policy")]
     pub interleave: bool,
+    /// llama.cpp's `llama-bench` binary: runs it on the same GGUF file in turn with every
+    /// repeat (decode at each depth, and a prompt of the depth's length) and reports
+    /// rkv / llama.cpp per repeat (see BENCHMARKS.md for building llama.cpp)
+    #[arg(long, value_name = "PATH", conflicts_with = "compare_policy")]
+    pub llama_bench: Option<std::path::PathBuf>,
     /// One JSON object per depth, then a summary object
     #[arg(long)]
     pub json: bool,
@@ -165,6 +171,22 @@ fn decode(a: DecodeArgs) -> Result<()> {
         compression,
         max_depth.saturating_add(1).saturating_add(a.tokens),
     );
+    let mut llama = match &a.llama_bench {
+        Some(bin) => {
+            let file = match &a.model.model {
+                Some(p) => p.clone(),
+                None => crate::fetch::ensure_default_model()?,
+            };
+            if file.is_dir() {
+                return Err(usage!(
+                    "--llama-bench runs llama.cpp on a GGUF file, and --model is a directory"
+                ));
+            }
+            let threads = rayon::current_num_threads();
+            Some(LlamaBench::new(bin, &file, threads, &a.kv.kv_dtype)?)
+        }
+        None => None,
+    };
     let mut engine = Engine::new(model, cfg.clone())?;
     // The second policy's own engine, when interleaved.
     let mut second = match a.interleave {
@@ -181,7 +203,13 @@ fn decode(a: DecodeArgs) -> Result<()> {
             stop: Vec::new(),
         };
         let mut measured = vec![Measured::default(); runs.len()];
+        let mut theirs = Theirs::default();
         for rep in 0..a.repeat {
+            // llama.cpp runs after rkv in even repeats, before it in odd ones.
+            let llama_first = rep % 2 == 1;
+            if let (Some(l), true) = (llama.as_mut(), llama_first) {
+                theirs.add(l, depth, a.tokens)?;
+            }
             if let Some(other) = second.as_mut() {
                 // The policies change engines every repeat (one engine ran 2% slower
                 // than the other with the same policy on both), and so which steps first.
@@ -197,6 +225,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 let k = alternating(rep, k, runs.len());
                 let out = engine.generate(req.clone(), Some(runs[k].1), |_| {})?;
                 measured[k].add(&out.stats);
+            }
+            if let (Some(l), false) = (llama.as_mut(), llama_first) {
+                theirs.add(l, depth, a.tokens)?;
             }
         }
         let rows: Vec<serde_json::Value> = runs
@@ -270,6 +301,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 }
             }
         }
+        if let Some(l) = &llama {
+            theirs.report(l, depth, &measured[0], &a, &model_name)?;
+        }
     }
     if !a.json {
         if let Some(rss) = peak_rss_bytes() {
@@ -311,6 +345,69 @@ fn interleaved(
         bail!("an interleaved generation did not finish");
     };
     Ok([s0, s1])
+}
+
+/// What llama-bench measured over the repeats at one depth.
+#[derive(Debug, Clone, Default)]
+struct Theirs {
+    /// `[repeats]` decode and (at depths above 0) prompt tokens per second.
+    decode: Vec<f64>,
+    prompt: Vec<f64>,
+}
+
+impl Theirs {
+    fn add(&mut self, l: &mut LlamaBench, depth: usize, tokens: usize) -> Result<()> {
+        self.decode.push(l.decode(depth, tokens)?);
+        if depth > 0 {
+            self.prompt.push(l.prompt(depth)?);
+        }
+        Ok(())
+    }
+
+    /// llama.cpp's figures at `depth`, and rkv's (`ours`) over them per repeat.
+    fn report(
+        &self,
+        l: &LlamaBench,
+        depth: usize,
+        ours: &Measured,
+        a: &DecodeArgs,
+        model: &str,
+    ) -> std::io::Result<()> {
+        let prompt = (!self.prompt.is_empty()).then(|| stats(&self.prompt));
+        let decode_ratio = ratio_stats(&ours.tps, &self.decode);
+        let prompt_ratio = prompt.map(|_| ratio_stats(&ours.prefill_tps, &self.prompt));
+        if a.json {
+            let row = json!({
+                "bench": "decode_llamacpp",
+                "model": model,
+                "threads": l.threads,
+                "kv_dtype": l.kv_dtype,
+                "depth": depth,
+                "tokens": a.tokens,
+                "repeat": a.repeat,
+                "llamacpp_build": l.build,
+                "decode_tokens_per_s": summary_json(stats(&self.decode)),
+                "prompt_tokens_per_s": prompt.map(summary_json),
+                "decode_speed_ratio": summary_json(decode_ratio),
+                "prompt_speed_ratio": prompt_ratio.map(summary_json),
+            });
+            return outln!("{row}");
+        }
+        let (m, lo, hi) = stats(&self.decode);
+        let (rm, rlo, rhi) = decode_ratio;
+        outln!(
+            "              llama.cpp {}: decode {m:.1} tok/s (min {lo:.1}, max {hi:.1}); \
+             rkv / llama.cpp per repeat {rm:.2} (min {rlo:.2}, max {rhi:.2})",
+            l.build.as_deref().unwrap_or("")
+        )?;
+        if let (Some((m, lo, hi)), Some((rm, rlo, rhi))) = (prompt, prompt_ratio) {
+            outln!(
+                "              llama.cpp prompt of {depth}: {m:.1} tok/s (min {lo:.1}, max {hi:.1}); \
+                 rkv / llama.cpp per repeat {rm:.2} (min {rlo:.2}, max {rhi:.2})"
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// What the repeats of one policy at one depth measured.

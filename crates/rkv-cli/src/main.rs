@@ -4,6 +4,7 @@
 mod args;
 mod bench;
 mod bench_events;
+mod bench_llama;
 mod bench_model;
 mod bench_serve;
 mod eval;
@@ -13,6 +14,7 @@ mod generate;
 mod inspect;
 mod interrupt;
 mod out;
+mod quantize;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +23,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "rkv",
     version,
+    long_version = long_version(),
     about = "Reasoning-model inference with a bounded KV cache (R-KV)"
 )]
 struct Cli {
@@ -48,6 +51,8 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Write an HTML report of what the KV cache kept at every compression event
     Inspect(inspect::InspectArgs),
+    /// Requantise a GGUF model to q4_k_m, q5_k_m, q6_k or q8_0 as llama-quantize does
+    Quantize(quantize::QuantizeArgs),
 }
 
 impl Cmd {
@@ -60,6 +65,7 @@ impl Cmd {
             Cmd::Eval(e) => e.threads(),
             Cmd::Serve(a) => a.model.threads,
             Cmd::Inspect(a) => a.model.threads,
+            Cmd::Quantize(_) => None,
         }
     }
 
@@ -74,8 +80,25 @@ impl Cmd {
             Cmd::Eval(e) => eval::run(e),
             Cmd::Serve(a) => serve::run(a),
             Cmd::Inspect(a) => inspect::run(a),
+            Cmd::Quantize(a) => quantize::run(a),
         }
     }
+}
+
+/// `rkv --version`: the version, the kernels' SIMD level in this build, and the CPU's.
+fn long_version() -> &'static str {
+    let cpu = rkv_kernels::build_info::cpu_features();
+    let text = format!(
+        "{}\nkernels: {} (chosen at compile time)\ncpu: {}",
+        env!("CARGO_PKG_VERSION"),
+        rkv_kernels::build_info::SIMD,
+        if cpu.is_empty() {
+            "no x86-64 SIMD"
+        } else {
+            &cpu
+        }
+    );
+    Box::leak(text.into_boxed_str())
 }
 
 fn main() {

@@ -252,3 +252,21 @@ fn grade_into_a_closed_pipe_stops_quietly() {
         "status {status}, stderr: {err}"
     );
 }
+
+/// `rkv --version` says which SIMD paths the build's kernels take and what the CPU has.
+#[test]
+fn version_names_the_kernels_simd_level_and_the_cpu() {
+    let (code, out, err) = rkv(&["--version"]);
+    assert_eq!(code, 0, "{err}");
+    let level = out
+        .lines()
+        .find_map(|l| l.strip_prefix("kernels: "))
+        .unwrap_or_else(|| panic!("no kernels line: {out}"));
+    assert!(
+        ["avx512+vnni", "avx512", "avx2", "scalar"]
+            .iter()
+            .any(|k| level.starts_with(k)),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l.starts_with("cpu: ")), "{out}");
+}

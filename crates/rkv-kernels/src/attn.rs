@@ -86,6 +86,10 @@ pub mod scalar {
     pub fn dot_f32(k: &[f32], q: &[f32]) -> f32 {
         k.iter().zip(q).map(|(a, b)| a * b).sum()
     }
+    /// `sum_i k[i] * q[i]`.
+    pub fn dot_bf16(k: &[half::bf16], q: &[f32]) -> f32 {
+        k.iter().zip(q).map(|(a, b)| a.to_f32() * b).sum()
+    }
     /// `y[i] += a * x[i]`.
     pub fn axpy_f16(y: &mut [f32], a: f32, x: &[f16]) {
         for (o, v) in y.iter_mut().zip(x) {
@@ -146,6 +150,16 @@ pub fn dot_f16(k: &[f16], q: &[f32]) -> f32 {
 pub fn dot_f32(k: &[f32], q: &[f32]) -> f32 {
     assert_eq!(k.len(), q.len(), "dot_f32: lengths differ");
     dispatch!(dot_f32(k, q))
+}
+
+/// Dot product of a bf16 row (a dense weight row held as stored) with an f32 vector.
+///
+/// # Panics
+/// If `k.len() != q.len()`.
+#[inline]
+pub fn dot_bf16(k: &[half::bf16], q: &[f32]) -> f32 {
+    assert_eq!(k.len(), q.len(), "dot_bf16: lengths differ");
+    dispatch!(dot_bf16(k, q))
 }
 
 /// `y += a * x` for an f16 value row `x`.

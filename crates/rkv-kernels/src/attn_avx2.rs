@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use half::f16;
+use half::{bf16, f16};
 
 use crate::attn::with_group_size;
 
@@ -46,6 +46,22 @@ impl Lanes for f16 {
     unsafe fn load(p: *const f16) -> __m256 {
         // SAFETY: as above; f16 is a 2-byte plain value.
         _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p as *const __m128i) })
+    }
+
+    #[inline]
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Lanes for bf16 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load(p: *const bf16) -> __m256 {
+        // SAFETY: as above; bf16 is a 2-byte plain value, the top half of an f32: each
+        // is widened to 32 bits and shifted up (exact).
+        let h = unsafe { _mm_loadu_si128(p as *const __m128i) };
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
     }
 
     #[inline]
@@ -118,6 +134,11 @@ pub(crate) fn dot_f16(k: &[f16], q: &[f32]) -> f32 {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn dot_f32(k: &[f32], q: &[f32]) -> f32 {
+    dot(k, q)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn dot_bf16(k: &[bf16], q: &[f32]) -> f32 {
     dot(k, q)
 }
 

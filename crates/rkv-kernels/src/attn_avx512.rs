@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use half::f16;
+use half::{bf16, f16};
 
 use crate::attn::with_group_size;
 
@@ -48,6 +48,16 @@ impl Lanes for f16 {
     unsafe fn load(p: *const f16, m: __mmask16) -> __m512 {
         // SAFETY: as above; f16 is a 2-byte plain value.
         _mm512_cvtph_ps(unsafe { _mm256_maskz_loadu_epi16(m, p as *const i16) })
+    }
+}
+
+impl Lanes for bf16 {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn load(p: *const bf16, m: __mmask16) -> __m512 {
+        // SAFETY: as above; bf16 is the top half of an f32: widened and shifted up.
+        let h = unsafe { _mm256_maskz_loadu_epi16(m, p as *const i16) };
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
     }
 }
 
@@ -102,6 +112,11 @@ pub(crate) fn dot_f16(k: &[f16], q: &[f32]) -> f32 {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(crate) fn dot_f32(k: &[f32], q: &[f32]) -> f32 {
+    dot(k, q)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(crate) fn dot_bf16(k: &[bf16], q: &[f32]) -> f32 {
     dot(k, q)
 }
 

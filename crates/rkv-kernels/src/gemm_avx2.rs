@@ -172,7 +172,13 @@ fn accumulate_signed(sum: __m256i, abs: __m256i, sy: __m256i) -> __m256i {
     all(target_feature = "avx512vnni", target_feature = "avx512vl"),
     target_feature(enable = "avx512vnni,avx512vl")
 )]
-fn accumulate(sum: __m256i, lo: __m256i, ylo: __m256i, hi: __m256i, yhi: __m256i) -> __m256i {
+pub(crate) fn accumulate(
+    sum: __m256i,
+    lo: __m256i,
+    ylo: __m256i,
+    hi: __m256i,
+    yhi: __m256i,
+) -> __m256i {
     #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
     {
         _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(sum, lo, ylo), hi, yhi)
@@ -191,7 +197,7 @@ fn accumulate(sum: __m256i, lo: __m256i, ylo: __m256i, hi: __m256i, yhi: __m256i
     all(target_feature = "avx512vnni", target_feature = "avx512vl"),
     target_feature(enable = "avx512vnni,avx512vl")
 )]
-fn lane_sums(sum: __m256i) -> __m256i {
+pub(crate) fn lane_sums(sum: __m256i) -> __m256i {
     #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
     {
         sum

@@ -26,6 +26,8 @@ mod attn_avx2;
 mod attn_avx512;
 pub mod blocks;
 pub mod blocks_k;
+pub mod blocks_q5;
+pub mod build_info;
 pub mod dot;
 #[cfg(x86_64_v3)]
 mod dot_avx2;
@@ -35,6 +37,8 @@ pub mod gemm;
 mod gemm_avx2;
 #[cfg(x86_64_v3)]
 mod gemm_avx2_k;
+#[cfg(x86_64_v3)]
+mod gemm_avx2_q5;
 pub mod gqa;
 #[cfg(x86_64_v3)]
 mod gqa_avx2;
@@ -42,14 +46,16 @@ pub mod interleaved;
 pub mod matmul;
 pub mod packed_q4_1;
 pub mod packed_q4_k;
+pub mod packed_q5_0;
+pub mod packed_q5_1;
 pub mod packed_q5_k;
 pub mod packed_q6_k;
 pub mod packed_q8_0;
 pub mod quantize;
 
 pub use attn::{
-    axpy_f16, axpy_f16_multi, axpy_f32, dot_f16, dot_f16_multi, dot_f32, f16_to_f32_slice,
-    f32_to_f16_slice,
+    axpy_f16, axpy_f16_multi, axpy_f32, dot_bf16, dot_f16, dot_f16_multi, dot_f32,
+    f16_to_f32_slice, f32_to_f16_slice,
 };
 pub use blocks::{
     blocks_from_bytes, dequantize_row_q4_0, dequantize_row_q4_1, dequantize_row_q8_0,
@@ -60,6 +66,10 @@ pub use blocks_k::{
     vec_dot_q4_k_q8_k_ref, vec_dot_q5_k_q8_k_ref, vec_dot_q6_k_q8_k_ref, BlockQ4K, BlockQ5K,
     BlockQ6K, BlockQ8K, QK_K,
 };
+pub use blocks_q5::{
+    dequantize_row_q5_0, dequantize_row_q5_1, vec_dot_q5_0_q8_0_ref, vec_dot_q5_1_q8_1_ref,
+    BlockQ5_0, BlockQ5_1,
+};
 pub use dot::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_ref, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_ref,
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
@@ -67,11 +77,13 @@ pub use dot::{
 pub use error::KernelError;
 pub use gemm::matmul_packed;
 pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
-pub use half::f16;
+pub use half::{bf16, f16};
 pub use interleaved::{matmul_packed_ref, Interleaved, Packed};
-pub use matmul::{matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
+pub use matmul::{matmul_bf16, matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
 pub use packed_q4_1::{BlockQ4_1x8, PackedQ4_1};
 pub use packed_q4_k::{BlockQ4_Kx8, PackedQ4K};
+pub use packed_q5_0::{BlockQ5_0x8, PackedQ5_0};
+pub use packed_q5_1::{BlockQ5_1x8, PackedQ5_1};
 pub use packed_q5_k::{BlockQ5_Kx8, PackedQ5K};
 pub use packed_q6_k::{BlockQ6_Kx8, PackedQ6K};
 pub use packed_q8_0::{BlockQ8_0x8, PackedQ8_0};

@@ -1,5 +1,5 @@
 //! Matrix products `out[t, r] = dot(w[r], x[t])` for quantised (Q4_0, Q4_1,
-//! Q8_0) and dense (f32, f16) weights, parallel over row chunks with rayon.
+//! Q8_0) and dense (f32, f16, bf16) weights, parallel over row chunks with rayon.
 //!
 //! Every output element is one call-equivalent of the row dot product in
 //! `dot.rs` (quantised, ggml numerics of `ggml_vec_dot_*` in
@@ -15,7 +15,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use crate::attn::{dot_f16, dot_f32};
+use crate::attn::{dot_bf16, dot_f16, dot_f32};
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::dot::{q4_0_rows, q4_1_rows, q8_0_rows};
 use crate::error::{check_len, check_multiple, KernelError};
@@ -39,6 +39,7 @@ struct Q4_1K;
 struct Q8_0K;
 struct F32K;
 struct F16K;
+struct Bf16K;
 
 impl Kernel for Q4_0K {
     type W = BlockQ4_0;
@@ -85,6 +86,17 @@ impl Kernel for F16K {
     fn rows<const R: usize>(w: &[f16], x: &[f32], out: &mut [f32; R]) {
         for (o, row) in out.iter_mut().zip(w.chunks_exact(x.len().max(1))) {
             *o = dot_f16(row, x);
+        }
+    }
+}
+
+impl Kernel for Bf16K {
+    type W = half::bf16;
+    type X = f32;
+    #[inline]
+    fn rows<const R: usize>(w: &[half::bf16], x: &[f32], out: &mut [f32; R]) {
+        for (o, row) in out.iter_mut().zip(w.chunks_exact(x.len().max(1))) {
+            *o = dot_bf16(row, x);
         }
     }
 }
@@ -261,4 +273,20 @@ pub fn matmul_f16(
     out: &mut [f32],
 ) -> Result<(), KernelError> {
     matmul::<F16K>(w, rows, x, n, out)
+}
+
+/// Dense bf16 weights `[rows, cols]` times f32 activations `[n, cols]` into
+/// `out[n, rows]` (weights widened to f32 exactly, f32 accumulation).
+///
+/// # Errors
+/// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
+/// `out.len() != n * rows`.
+pub fn matmul_bf16(
+    w: &[half::bf16],
+    rows: usize,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    matmul::<Bf16K>(w, rows, x, n, out)
 }

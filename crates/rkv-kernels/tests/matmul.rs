@@ -75,11 +75,14 @@ fn dense_match_naive() {
         for n in TOKENS {
             let w = floats(&mut r, rows * cols, 1.0);
             let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let wb: Vec<bf16> = w.iter().map(|&v| bf16::from_f32(v)).collect();
             let x = floats(&mut r, n * cols, 1.0);
             let (mut o32, mut o16) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
+            let mut ob = vec![f32::NAN; n * rows];
             pool(2).install(|| {
                 matmul_f32(&w, rows, &x, n, &mut o32).unwrap();
                 matmul_f16(&wh, rows, &x, n, &mut o16).unwrap();
+                matmul_bf16(&wb, rows, &x, n, &mut ob).unwrap();
             });
             for t in 0..n {
                 let xt = &x[t * cols..(t + 1) * cols];
@@ -90,9 +93,13 @@ fn dense_match_naive() {
                     let b: f64 = (0..cols)
                         .map(|j| wh[i * cols + j].to_f64() * xt[j] as f64)
                         .sum();
+                    let c: f64 = (0..cols)
+                        .map(|j| wb[i * cols + j].to_f64() * xt[j] as f64)
+                        .sum();
                     let tol = 1e-5 * cols as f64;
                     assert!((o32[t * rows + i] as f64 - a).abs() < tol);
                     assert!((o16[t * rows + i] as f64 - b).abs() < tol);
+                    assert!((ob[t * rows + i] as f64 - c).abs() < tol);
                 }
             }
         }
@@ -124,6 +131,9 @@ fn empty_rows_give_zeros() {
         assert_eq!(out, vec![0.0; 4 * n]);
         out.fill(f32::NAN);
         matmul_f16(&[], 4, &[], n, &mut out).unwrap();
+        assert_eq!(out, vec![0.0; 4 * n]);
+        out.fill(f32::NAN);
+        matmul_bf16(&[], 4, &[], n, &mut out).unwrap();
         assert_eq!(out, vec![0.0; 4 * n]);
         out.fill(f32::NAN);
         matmul_q8_0(&[], 4, &[], n, &mut out).unwrap();

@@ -1,5 +1,5 @@
-//! The packed (eight-row interleaved) products, Q4_1 x Q8_1, Q8_0 x Q8_0 and
-//! Q4_K, Q5_K and Q6_K x Q8_K:
+//! The packed (eight-row interleaved) products, Q4_1 and Q5_1 x Q8_1, Q8_0 and Q5_0
+//! x Q8_0, and Q4_K, Q5_K and Q6_K x Q8_K:
 //! repacking is lossless, the SIMD product equals its scalar reference bit for bit
 //! whatever the token count, tiling and thread count, a token's outputs do not
 //! depend on the others in its batch, and the result agrees with ggml's row dot
@@ -65,6 +65,49 @@ impl Format for BlockQ8_0x8 {
     }
     fn ggml_dequantize(w: &[BlockQ8_0], out: &mut [f32]) {
         dequantize_row_q8_0(w, out).unwrap()
+    }
+}
+
+impl Format for BlockQ5_0x8 {
+    fn weights(r: &mut StdRng, n: usize) -> Vec<BlockQ5_0> {
+        (0..n)
+            .map(|_| BlockQ5_0 {
+                d: scale(r),
+                qh: r.gen(),
+                qs: std::array::from_fn(|_| r.gen()),
+            })
+            .collect()
+    }
+    fn acts(r: &mut StdRng, n: usize) -> Vec<BlockQ8_0> {
+        q8_0(r, n)
+    }
+    fn ggml_dot(w: &[BlockQ5_0], x: &[BlockQ8_0]) -> f32 {
+        vec_dot_q5_0_q8_0_ref(w, x)
+    }
+    fn ggml_dequantize(w: &[BlockQ5_0], out: &mut [f32]) {
+        dequantize_row_q5_0(w, out).unwrap()
+    }
+}
+
+impl Format for BlockQ5_1x8 {
+    fn weights(r: &mut StdRng, n: usize) -> Vec<BlockQ5_1> {
+        (0..n)
+            .map(|_| BlockQ5_1 {
+                d: scale(r),
+                m: scale(r),
+                qh: r.gen(),
+                qs: std::array::from_fn(|_| r.gen()),
+            })
+            .collect()
+    }
+    fn acts(r: &mut StdRng, n: usize) -> Vec<BlockQ8_1> {
+        q8_1(r, n)
+    }
+    fn ggml_dot(w: &[BlockQ5_1], x: &[BlockQ8_1]) -> f32 {
+        vec_dot_q5_1_q8_1_ref(w, x)
+    }
+    fn ggml_dequantize(w: &[BlockQ5_1], out: &mut [f32]) {
+        dequantize_row_q5_1(w, out).unwrap()
     }
 }
 
@@ -264,6 +307,8 @@ macro_rules! format_tests {
 
 format_tests!(q4_1x8, BlockQ4_1x8, 31);
 format_tests!(q8_0x8, BlockQ8_0x8, 41);
+format_tests!(q5_0x8, BlockQ5_0x8, 81);
+format_tests!(q5_1x8, BlockQ5_1x8, 91);
 format_tests!(q4_kx8, BlockQ4_Kx8, 51);
 format_tests!(q5_kx8, BlockQ5_Kx8, 71);
 format_tests!(q6_kx8, BlockQ6_Kx8, 61);
@@ -404,5 +449,65 @@ fn q5_k_extreme_quants_do_not_overflow() {
         let got = product(&p, &x, 1, 1);
         let want = (nb * QK_K) as f32 * 31.0 * 63.0 * q as f32;
         assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+    }
+}
+
+#[test]
+fn q5_extreme_quants_do_not_overflow() {
+    // Q5_0: every value -16 (or 15) against activations of -127 and 127: sixteen
+    // products of 16 * 127 stay in i16. Q5_1: every value 31 against -128 and 127: two
+    // chunks of pairs at their bound before widening.
+    let (rows, nb) = (8, 4);
+    for (qh, qs, v) in [
+        ([0u8; 4], [0u8; QK / 2], -16.0f32),
+        ([0xFF; 4], [0xFF; QK / 2], 15.0),
+    ] {
+        let w = vec![
+            BlockQ5_0 {
+                d: f16::from_f32(1.0),
+                qh,
+                qs
+            };
+            rows * nb
+        ];
+        let p = PackedQ5_0::pack(&w, rows).unwrap();
+        for q in [-127i8, 127] {
+            let x = vec![
+                BlockQ8_0 {
+                    d: f16::from_f32(1.0),
+                    qs: [q; QK]
+                };
+                nb
+            ];
+            let got = product(&p, &x, 1, 1);
+            let want = (nb * QK) as f32 * v * q as f32;
+            assert!(
+                got.iter().all(|&g| g == want),
+                "q5_0 {v}: {got:?} != {want}"
+            );
+        }
+    }
+    let w = vec![
+        BlockQ5_1 {
+            d: f16::from_f32(1.0),
+            m: f16::from_f32(0.0),
+            qh: [0xFF; 4],
+            qs: [0xFF; QK / 2],
+        };
+        rows * nb
+    ];
+    let p = PackedQ5_1::pack(&w, rows).unwrap();
+    for q in [-128i8, 127] {
+        let x = vec![
+            BlockQ8_1 {
+                d: f16::from_f32(1.0),
+                s: f16::from_f32(0.0),
+                qs: [q; QK],
+            };
+            nb
+        ];
+        let got = product(&p, &x, 1, 1);
+        let want = (nb * QK) as f32 * 31.0 * q as f32;
+        assert!(got.iter().all(|&g| g == want), "q5_1: {got:?} != {want}");
     }
 }

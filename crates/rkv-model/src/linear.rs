@@ -13,8 +13,8 @@ use candle_core::{Device, Module, Tensor};
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
 use rkv_kernels::{
-    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ6K, BlockQ8_0, PackedQ4K, PackedQ4_1,
-    PackedQ5K, PackedQ6K, PackedQ8_0, QK, QK_K,
+    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, PackedQ4K,
+    PackedQ4_1, PackedQ5K, PackedQ5_0, PackedQ5_1, PackedQ6K, PackedQ8_0, QK, QK_K,
 };
 
 use crate::error::{ModelError, Result};
@@ -29,6 +29,12 @@ pub enum Weight {
     /// ggml Q8_0 blocks repacked eight rows at a time for rkv's blocked product
     /// (activations quantised to Q8_0). `[rows/8, cols/32]` of eight-row blocks
     Q8_0(PackedQ8_0),
+    /// ggml Q5_0 blocks repacked eight rows at a time (activations quantised to Q8_0).
+    /// `[rows/8, cols/32]` of eight-row blocks
+    Q5_0(PackedQ5_0),
+    /// ggml Q5_1 blocks repacked eight rows at a time (activations quantised to Q8_1).
+    /// `[rows/8, cols/32]` of eight-row blocks
+    Q5_1(PackedQ5_1),
     /// ggml Q4_K super-blocks repacked eight rows at a time for rkv's blocked product
     /// (activations quantised to Q8_K). `[rows/8, cols/256]` of eight-row blocks
     Q4K(PackedQ4K),
@@ -38,10 +44,14 @@ pub enum Weight {
     /// ggml Q6_K super-blocks repacked eight rows at a time (activations quantised to
     /// Q8_K). `[rows/8, cols/256]` of eight-row blocks
     Q6K(PackedQ6K),
-    /// Any other GGML-quantised tensor (Q2_K, Q3_K, Q5_0, Q5_1), run through candle's quantised matmul.
+    /// Any other GGML-quantised tensor (Q2_K, Q3_K, IQ types), run through candle's quantised matmul.
     Quant(Arc<QTensor>),
     /// Dense f32, row-major. `[rows, cols]`
     F32(Vec<f32>),
+    /// Dense f16 as stored (GGUF F16, safetensors f16), row-major. `[rows, cols]`
+    F16(Vec<k::f16>),
+    /// Dense bf16 as stored (GGUF BF16, safetensors bf16), row-major. `[rows, cols]`
+    BF16(Vec<k::bf16>),
 }
 
 impl Weight {
@@ -64,6 +74,14 @@ impl Weight {
             GgmlDType::Q8_0 => {
                 let blocks: Vec<BlockQ8_0> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
                 Weight::Q8_0(PackedQ8_0::pack(&blocks, rows).map_err(kerr)?)
+            }
+            GgmlDType::Q5_0 => {
+                let blocks: Vec<BlockQ5_0> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
+                Weight::Q5_0(PackedQ5_0::pack(&blocks, rows).map_err(kerr)?)
+            }
+            GgmlDType::Q5_1 => {
+                let blocks: Vec<BlockQ5_1> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
+                Weight::Q5_1(PackedQ5_1::pack(&blocks, rows).map_err(kerr)?)
             }
             GgmlDType::Q4K => {
                 let blocks: Vec<BlockQ4K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
@@ -125,9 +143,13 @@ impl Linear {
     pub fn new(rows: usize, cols: usize, weight: Weight, bias: Option<Vec<f32>>) -> Result<Self> {
         let (have, want) = match &weight {
             Weight::F32(w) => (w.len(), rows * cols),
+            Weight::F16(w) => (w.len(), rows * cols),
+            Weight::BF16(w) => (w.len(), rows * cols),
             Weight::Q4_0(w) => (w.len() * QK, rows * cols),
             Weight::Q4_1(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Q8_0(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
+            Weight::Q5_0(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
+            Weight::Q5_1(w) => (w.rows() * w.blocks_per_row() * QK, rows * cols),
             Weight::Q4K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
             Weight::Q5K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
             Weight::Q6K(w) => (w.rows() * w.blocks_per_row() * QK_K, rows * cols),
@@ -136,6 +158,8 @@ impl Linear {
         let packed_rows_differ = match &weight {
             Weight::Q4_1(w) => w.rows() != rows,
             Weight::Q8_0(w) => w.rows() != rows,
+            Weight::Q5_0(w) => w.rows() != rows,
+            Weight::Q5_1(w) => w.rows() != rows,
             Weight::Q4K(w) => w.rows() != rows,
             Weight::Q5K(w) => w.rows() != rows,
             Weight::Q6K(w) => w.rows() != rows,
@@ -143,7 +167,8 @@ impl Linear {
         };
         if have != want
             || packed_rows_differ
-            || (!matches!(weight, Weight::F32(_)) && !cols.is_multiple_of(QK))
+            || (!matches!(weight, Weight::F32(_) | Weight::F16(_) | Weight::BF16(_))
+                && !cols.is_multiple_of(QK))
         {
             return Err(ModelError::BadInput(format!(
                 "weight holds {have} values, expected {rows} x {cols}"
@@ -188,6 +213,8 @@ impl Linear {
             }
             Weight::Q4_1(w) => packed(w, x, n, out, QK, k::quantize_row_q8_1)?,
             Weight::Q8_0(w) => packed(w, x, n, out, QK, k::quantize_row_q8_0)?,
+            Weight::Q5_0(w) => packed(w, x, n, out, QK, k::quantize_row_q8_0)?,
+            Weight::Q5_1(w) => packed(w, x, n, out, QK, k::quantize_row_q8_1)?,
             Weight::Q4K(w) => packed(w, x, n, out, QK_K, k::quantize_row_q8_k)?,
             Weight::Q5K(w) => packed(w, x, n, out, QK_K, k::quantize_row_q8_k)?,
             Weight::Q6K(w) => packed(w, x, n, out, QK_K, k::quantize_row_q8_k)?,
@@ -198,6 +225,8 @@ impl Linear {
                 out.copy_from_slice(&y);
             }
             Weight::F32(w) => k::matmul_f32(w, rows, x, n, out).map_err(kernel_err)?,
+            Weight::F16(w) => k::matmul_f16(w, rows, x, n, out).map_err(kernel_err)?,
+            Weight::BF16(w) => k::matmul_bf16(w, rows, x, n, out).map_err(kernel_err)?,
         }
         if let Some(b) = &self.bias {
             for or in out.chunks_exact_mut(self.rows) {
@@ -224,6 +253,8 @@ impl Linear {
             }
             Weight::Q4_1(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q8_0(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
+            Weight::Q5_0(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
+            Weight::Q5_1(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q4K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q5K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
             Weight::Q6K(w) => w.dequantize_row(r, out).map_err(kernel_err)?,
@@ -233,6 +264,16 @@ impl Linear {
                 out.copy_from_slice(&y);
             }
             Weight::F32(w) => out.copy_from_slice(&w[r * self.cols..(r + 1) * self.cols]),
+            Weight::F16(w) => {
+                let row = &w[r * self.cols..(r + 1) * self.cols];
+                k::f16_to_f32_slice(row, out);
+            }
+            Weight::BF16(w) => {
+                let row = &w[r * self.cols..(r + 1) * self.cols];
+                for (o, v) in out.iter_mut().zip(row) {
+                    *o = v.to_f32();
+                }
+            }
         }
         Ok(())
     }

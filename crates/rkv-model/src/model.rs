@@ -32,7 +32,7 @@ pub fn load(path: &Path, mode: WeightMode) -> Result<LoadedModel> {
         })?;
         let cfg = parse_config(&text)?;
         let tokenizer = Tokenizer::from_hf_dir(path)?;
-        let mut src = HfSource::open(path)?;
+        let mut src = HfSource::open(path, mode)?;
         let transformer = Transformer::load(cfg, &mut src)?;
         return Ok(LoadedModel {
             transformer,

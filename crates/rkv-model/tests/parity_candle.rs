@@ -467,3 +467,61 @@ fn gguf_q8_0_native_close_to_dequantised() {
         "dequantised Q8_0 vs f32: {dh} of scale {scale}"
     );
 }
+
+/// Dense f16 and bf16 GGUF weights are held as stored (half the memory of f32), and give
+/// the logits of the same values widened to f32 (`--dtype f32`): widening is exact and
+/// both paths sum in f32, so only the order of the sums differs.
+#[test]
+fn gguf_f16_and_bf16_held_as_stored_match_f32() {
+    let spec = spec("llama", 3, 2, false);
+    let dir = tempfile::tempdir().unwrap();
+    let weights = spec.random_weights(61);
+    let tokens = random_tokens(62, PROMPT + DECODE);
+    for dtype in [GgmlDType::F16, GgmlDType::BF16] {
+        let path = dir.path().join(format!("model-{dtype:?}.gguf"));
+        write_llama_gguf(&path, &spec, &weights, dtype);
+        let mut src = GgufSource::open(&path, WeightMode::Native).unwrap();
+        let l = src.linear(TensorName::Q(0), HIDDEN, HIDDEN, false).unwrap();
+        let held = match l.weight() {
+            Weight::F16(_) => GgmlDType::F16,
+            Weight::BF16(_) => GgmlDType::BF16,
+            _ => GgmlDType::F32,
+        };
+        assert_eq!(held, dtype, "a {dtype:?} weight is held as {held:?}");
+        let (n, d) = (
+            run_all(&load_gguf(&path, WeightMode::Native), &tokens),
+            run_all(&load_gguf(&path, WeightMode::F32), &tokens),
+        );
+        let scale = d.iter().map(|r| max_abs(r)).fold(0f32, f32::max);
+        let nd = worst_diff(&n, &d);
+        eprintln!("{dtype:?} as stored vs f32: max abs {nd:e} (logit scale {scale})");
+        assert!(
+            nd <= TOL * scale.max(1.0),
+            "{dtype:?}: {nd} of scale {scale}"
+        );
+    }
+}
+
+/// A Hugging Face checkpoint in bf16 (as DeepSeek-R1 distills ship) is held as bf16, and
+/// its logits are those of the f32 path within the same bound.
+#[test]
+fn hf_bf16_held_as_stored_matches_f32() {
+    let spec = spec("llama", 3, 2, true);
+    let dir = tempfile::tempdir().unwrap();
+    let bf16: HashMap<String, Tensor> = spec
+        .random_weights(71)
+        .into_iter()
+        .map(|(k, t)| (k, t.to_dtype(DType::BF16).unwrap()))
+        .collect();
+    spec.write_hf(dir.path(), &bf16);
+    let mut src = rkv_model::weights::hf::HfSource::open(dir.path(), WeightMode::Native).unwrap();
+    let l = src.linear(TensorName::Q(0), HIDDEN, HIDDEN, false).unwrap();
+    assert!(matches!(l.weight(), Weight::BF16(_)), "held as bf16");
+    let tokens = random_tokens(72, PROMPT + DECODE);
+    let n = run_all(&load_rkv_hf_as(dir.path(), WeightMode::Native), &tokens);
+    let d = run_all(&load_rkv_hf_as(dir.path(), WeightMode::F32), &tokens);
+    let scale = d.iter().map(|r| max_abs(r)).fold(0f32, f32::max);
+    let nd = worst_diff(&n, &d);
+    eprintln!("bf16 as stored vs f32: max abs {nd:e} (logit scale {scale})");
+    assert!(nd <= TOL * scale.max(1.0), "{nd} of scale {scale}");
+}

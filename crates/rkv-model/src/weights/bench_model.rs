@@ -3,9 +3,9 @@
 //!
 //! The shapes ([`BenchShape`]) are the published configs' (DeepSeek-R1-Distill-Qwen-1.5B,
 //! R1-Distill-Llama-8B). The layout is llama.cpp's Q4_K_M as its
-//! `llama_tensor_get_type` chooses it: Q6_K for `output.weight`, and for `attn_v` and
-//! `ffn_down` in the layers its `use_more_bits` picks (the first and last eighth, and
-//! every third between); Q4_K everywhere else; norms and biases f32. Quants are random
+//! `llama_tensor_get_type` chooses it (`quant_layout.rs`): Q6_K for `output.weight`, and
+//! for `attn_v` and `ffn_down` in the layers its `use_more_bits` picks; Q4_K everywhere
+//! else; norms and biases f32. Quants are random
 //! bytes under scales that keep activations finite; the tokenizer and chat template
 //! are copied from a donor GGUF (the default model) and padded with `[PAD_i]` tokens to
 //! the shape's vocabulary. The weights mean nothing: correctness stays with the parity
@@ -24,6 +24,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 
 use crate::error::{ModelError, Result};
+use crate::weights::quant_layout::{target_type, FileType};
 
 /// A published model's shape.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,39 +100,35 @@ impl BenchShape {
             self.n_heads * self.head_dim,
             self.n_kv_heads * self.head_dim,
         );
-        let q6 = |more: bool| if more { GgmlDType::Q6K } else { GgmlDType::Q4K };
-        let mut t = vec![(
-            "token_embd.weight".into(),
-            vec![self.vocab, h],
-            GgmlDType::Q4K,
-        )];
+        let mut t: Vec<(String, Vec<usize>)> =
+            vec![("token_embd.weight".into(), vec![self.vocab, h])];
         for i in 0..self.n_layers {
-            let more = use_more_bits(i, self.n_layers);
             let b = |s: &str| format!("blk.{i}.{s}");
-            t.push((b("attn_norm.weight"), vec![h], GgmlDType::F32));
-            t.push((b("attn_q.weight"), vec![q, h], GgmlDType::Q4K));
-            t.push((b("attn_k.weight"), vec![kv, h], GgmlDType::Q4K));
-            t.push((b("attn_v.weight"), vec![kv, h], q6(more)));
+            t.push((b("attn_norm.weight"), vec![h]));
+            t.push((b("attn_q.weight"), vec![q, h]));
+            t.push((b("attn_k.weight"), vec![kv, h]));
+            t.push((b("attn_v.weight"), vec![kv, h]));
             if self.qkv_bias {
-                t.push((b("attn_q.bias"), vec![q], GgmlDType::F32));
-                t.push((b("attn_k.bias"), vec![kv], GgmlDType::F32));
-                t.push((b("attn_v.bias"), vec![kv], GgmlDType::F32));
+                t.push((b("attn_q.bias"), vec![q]));
+                t.push((b("attn_k.bias"), vec![kv]));
+                t.push((b("attn_v.bias"), vec![kv]));
             }
-            t.push((b("attn_output.weight"), vec![h, q], GgmlDType::Q4K));
-            t.push((b("ffn_norm.weight"), vec![h], GgmlDType::F32));
-            t.push((b("ffn_gate.weight"), vec![self.ffn, h], GgmlDType::Q4K));
-            t.push((b("ffn_up.weight"), vec![self.ffn, h], GgmlDType::Q4K));
-            t.push((b("ffn_down.weight"), vec![h, self.ffn], q6(more)));
+            t.push((b("attn_output.weight"), vec![h, q]));
+            t.push((b("ffn_norm.weight"), vec![h]));
+            t.push((b("ffn_gate.weight"), vec![self.ffn, h]));
+            t.push((b("ffn_up.weight"), vec![self.ffn, h]));
+            t.push((b("ffn_down.weight"), vec![h, self.ffn]));
         }
-        t.push(("output_norm.weight".into(), vec![h], GgmlDType::F32));
-        t.push(("output.weight".into(), vec![self.vocab, h], GgmlDType::Q6K));
-        t
+        t.push(("output_norm.weight".into(), vec![h]));
+        t.push(("output.weight".into(), vec![self.vocab, h]));
+        t.into_iter()
+            .map(|(name, dims)| {
+                let ty = target_type(FileType::Q4KM, &name, &dims, self.n_layers, true)
+                    .unwrap_or(GgmlDType::F32);
+                (name, dims, ty)
+            })
+            .collect()
     }
-}
-
-/// llama.cpp's `use_more_bits(i_layer, n_layers)` of `llama_tensor_get_type`.
-fn use_more_bits(i: usize, n: usize) -> bool {
-    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
 }
 
 /// Random blocks of `dtype` for `elems` values, scales set so that each weight is a

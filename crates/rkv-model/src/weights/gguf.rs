@@ -266,7 +266,8 @@ impl GgufSource {
         }
     }
 
-    fn qtensor(&mut self, name: &str) -> Result<QTensor> {
+    /// Tensor `name` as stored (checked non-empty).
+    pub(crate) fn qtensor(&mut self, name: &str) -> Result<QTensor> {
         let Some(info) = self.content.tensor_infos.get(name) else {
             return Err(ModelError::MissingTensor(name.to_string()));
         };
@@ -338,11 +339,23 @@ impl TensorSource for GgufSource {
             });
         }
         check_supported(&wname, t.dtype())?;
-        let dense = matches!(t.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16);
-        let weight = if dense || self.mode == WeightMode::F32 {
-            Weight::F32(dequantize_f32(&t)?)
-        } else {
-            Weight::from_qtensor(t)?
+        // Dense weights are held as stored (f16, bf16, f32); everything is f32 in
+        // `WeightMode::F32`.
+        let halves = |t: &QTensor| -> Result<Vec<u16>> {
+            Ok(t.data()?
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect())
+        };
+        let weight = match (self.mode, t.dtype()) {
+            (WeightMode::F32, _) | (_, GgmlDType::F32) => Weight::F32(dequantize_f32(&t)?),
+            (_, GgmlDType::F16) => {
+                Weight::F16(halves(&t)?.into_iter().map(half::f16::from_bits).collect())
+            }
+            (_, GgmlDType::BF16) => {
+                Weight::BF16(halves(&t)?.into_iter().map(half::bf16::from_bits).collect())
+            }
+            _ => Weight::from_qtensor(t)?,
         };
         let bias = if with_bias {
             Some(self.vector_named(&Self::gguf_name(name, true), rows)?)

@@ -1,18 +1,22 @@
 //! Loading from a Hugging Face model directory: `config.json` and `*.safetensors`.
 //!
-//! Owns Hugging Face naming (`model.layers.N.self_attn.q_proj.weight`, ...) and the
-//! `config.json` side of config parsing. Reading safetensors is candle's.
+//! Owns Hugging Face naming (`model.layers.N.self_attn.q_proj.weight`, ...), the
+//! `config.json` side of config parsing, and reading `*.safetensors` files (the header
+//! checked up front, each tensor read when it is loaded, held as stored).
 //! Must not know: the maths of the layers.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
+use half::{bf16, f16};
 use serde::Deserialize;
 
-use super::{TensorName, TensorSource};
+use super::gguf::ReadSeek;
+use super::{TensorName, TensorSource, WeightMode};
 use crate::config::{Arch, ModelConfig};
-use crate::error::{candle_message, ModelError, Result};
+use crate::error::{ModelError, Result};
 use crate::linear::{Linear, Weight};
 use crate::rope::{llama3_freq_factors, RopeConfig, RopeStyle};
 
@@ -93,13 +97,32 @@ pub fn parse_config(text: &str) -> Result<ModelConfig> {
     Ok(cfg)
 }
 
+/// Most bytes a safetensors header may take (the safetensors crate's bound).
+const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Where one tensor lies: in which file, at which byte, with which type and shape.
+struct Entry {
+    file: usize,
+    dtype: String,
+    shape: Vec<usize>,
+    start: u64, // from the start of the file
+    len: usize, // bytes
+}
+
+/// The tensors of a Hugging Face directory's `*.safetensors` files, read one at a time
+/// when a layer asks for it, straight into the type it is held as: the files' headers are
+/// parsed up front; a dense weight stays f16 or bf16 as stored (f32 with
+/// [`WeightMode::F32`]). So loading never holds more than the weights plus the tensor
+/// being read: peak memory is about the files' size, not twice it.
 pub struct HfSource {
-    tensors: HashMap<String, Tensor>,
+    files: Vec<(PathBuf, Box<dyn ReadSeek>)>,
+    entries: HashMap<String, Entry>,
+    mode: WeightMode,
 }
 
 impl HfSource {
-    /// Reads every `*.safetensors` file of `dir`.
-    pub fn open(dir: &Path) -> Result<Self> {
+    /// Opens every `*.safetensors` file of `dir` and reads their headers.
+    pub fn open(dir: &Path, mode: WeightMode) -> Result<Self> {
         let entries = std::fs::read_dir(dir).map_err(|source| ModelError::Io {
             path: dir.to_path_buf(),
             source,
@@ -112,29 +135,107 @@ impl HfSource {
         if files.is_empty() {
             return Err(ModelError::NotFound(dir.join("*.safetensors")));
         }
-        let mut tensors = HashMap::new();
+        let mut src = Self {
+            files: Vec::new(),
+            entries: HashMap::new(),
+            mode,
+        };
         for f in files {
-            let bytes = std::fs::read(&f).map_err(|source| ModelError::Io {
+            let file = File::open(&f).map_err(|source| ModelError::Io {
                 path: f.clone(),
                 source,
             })?;
-            tensors.extend(Self::from_bytes(&f, &bytes)?.tensors);
+            src.add_file(&f, Box::new(BufReader::new(file)))?;
         }
-        Ok(Self { tensors })
+        Ok(src)
     }
 
     /// Reads one safetensors file held whole in memory; `label` names it in errors. The
-    /// header's declared length is checked against `bytes` before it is read (the
-    /// safetensors crate refuses one past the buffer or over 100 MB), so nothing is sized
-    /// by a field the bytes cannot back.
+    /// header's declared length is checked against `bytes` before it is read, and every
+    /// tensor's shape against its data offsets, so nothing is sized by a field the bytes
+    /// cannot back.
     pub fn from_bytes(label: &Path, bytes: &[u8]) -> Result<Self> {
-        let tensors = candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| {
-            ModelError::BadSafetensors {
-                path: label.to_path_buf(),
-                reason: candle_message(&e),
+        let mut src = Self {
+            files: Vec::new(),
+            entries: HashMap::new(),
+            mode: WeightMode::Native,
+        };
+        src.add_file(label, Box::new(std::io::Cursor::new(bytes.to_vec())))?;
+        Ok(src)
+    }
+
+    /// Parses the header of one file and records its tensors.
+    fn add_file(&mut self, label: &Path, mut r: Box<dyn ReadSeek>) -> Result<()> {
+        let bad = |reason: String| ModelError::BadSafetensors {
+            path: label.to_path_buf(),
+            reason,
+        };
+        let io = |source| ModelError::Io {
+            path: label.to_path_buf(),
+            source,
+        };
+        let file_len = r.seek(SeekFrom::End(0)).map_err(io)?;
+        r.seek(SeekFrom::Start(0)).map_err(io)?;
+        let mut n8 = [0u8; 8];
+        if file_len < 8 {
+            return Err(bad(format!(
+                "no header length: the file has {file_len} bytes"
+            )));
+        }
+        r.read_exact(&mut n8).map_err(io)?;
+        let n = u64::from_le_bytes(n8);
+        if n > MAX_HEADER_BYTES || n > file_len - 8 {
+            return Err(bad(format!(
+                "a header of {n} bytes does not fit a file of {file_len} bytes \
+                 (or exceeds {MAX_HEADER_BYTES})"
+            )));
+        }
+        let mut header = vec![0u8; n as usize];
+        r.read_exact(&mut header).map_err(io)?;
+        let header: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&header).map_err(|e| bad(format!("header: {e}")))?;
+        let data_len = file_len - 8 - n;
+        let file = self.files.len();
+        for (name, v) in header {
+            if name == "__metadata__" {
+                continue;
             }
-        })?;
-        Ok(Self { tensors })
+            let e = parse_entry(&name, &v, data_len).map_err(bad)?;
+            self.entries.insert(
+                name,
+                Entry {
+                    file,
+                    start: 8 + n + e.start,
+                    ..e
+                },
+            );
+        }
+        self.files.push((label.to_path_buf(), r));
+        Ok(())
+    }
+
+    /// The raw bytes of tensor `name`, whose shape must be `want`.
+    fn read(&mut self, name: &str, want: &[usize]) -> Result<(String, Vec<u8>)> {
+        let e = self
+            .entries
+            .get(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        if e.shape != want {
+            return Err(ModelError::BadShape {
+                name: name.to_string(),
+                got: e.shape.clone(),
+                want: want.to_vec(),
+            });
+        }
+        let (path, r) = &mut self.files[e.file];
+        let io = |source| ModelError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut buf = vec![0u8; e.len];
+        r.seek(SeekFrom::Start(e.start)).map_err(io)?;
+        r.read_exact(&mut buf).map_err(io)?;
+        Ok((e.dtype.clone(), buf))
     }
 
     fn hf_name(name: TensorName, bias: bool) -> String {
@@ -157,34 +258,109 @@ impl HfSource {
         }
     }
 
-    fn f32_values(&self, name: &str, want: &[usize]) -> Result<Vec<f32>> {
-        let t = self
-            .tensors
-            .get(name)
-            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
-        if t.dims() != want {
-            return Err(ModelError::BadShape {
-                name: name.to_string(),
-                got: t.dims().to_vec(),
-                want: want.to_vec(),
-            });
+    fn f32_values(&mut self, name: &str, want: &[usize]) -> Result<Vec<f32>> {
+        let (dtype, b) = self.read(name, want)?;
+        match dtype.as_str() {
+            "F32" => Ok(b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()),
+            "F16" => Ok(halves(&b).map(|h| f16::from_bits(h).to_f32()).collect()),
+            "BF16" => Ok(halves(&b).map(|h| bf16::from_bits(h).to_f32()).collect()),
+            other => Err(ModelError::UnsupportedDtype {
+                tensor: name.to_string(),
+                dtype: other.to_string(),
+            }),
         }
-        match t.dtype() {
-            DType::F32 | DType::F16 | DType::BF16 => {}
-            other => {
-                return Err(ModelError::UnsupportedDtype {
-                    tensor: name.to_string(),
-                    dtype: format!("{other:?}"),
-                })
-            }
-        }
-        Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
     }
+
+    /// A weight matrix held as stored (f16, bf16, f32), or f32 in [`WeightMode::F32`].
+    fn weight(&mut self, name: &str, rows: usize, cols: usize) -> Result<Weight> {
+        let dtype = self.entries.get(name).map(|e| e.dtype.clone());
+        match (self.mode, dtype.as_deref()) {
+            (WeightMode::Native, Some("F16")) => {
+                let (_, b) = self.read(name, &[rows, cols])?;
+                Ok(Weight::F16(halves(&b).map(f16::from_bits).collect()))
+            }
+            (WeightMode::Native, Some("BF16")) => {
+                let (_, b) = self.read(name, &[rows, cols])?;
+                Ok(Weight::BF16(halves(&b).map(bf16::from_bits).collect()))
+            }
+            _ => Ok(Weight::F32(self.f32_values(name, &[rows, cols])?)),
+        }
+    }
+}
+
+/// The little-endian 16-bit words of `b`.
+fn halves(b: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))
+}
+
+/// Bytes per element of a safetensors dtype (`None`: not one rkv reads).
+fn dtype_bytes(dtype: &str) -> Option<usize> {
+    Some(match dtype {
+        "F64" | "I64" | "U64" => 8,
+        "F32" | "I32" | "U32" => 4,
+        "F16" | "BF16" | "I16" | "U16" => 2,
+        "I8" | "U8" | "BOOL" | "F8_E4M3" | "F8_E5M2" => 1,
+        _ => return None,
+    })
+}
+
+/// One header entry, checked: its data lies inside the file's `data_len` bytes and holds
+/// exactly its shape's elements. `start` is relative to the data.
+fn parse_entry(
+    name: &str,
+    v: &serde_json::Value,
+    data_len: u64,
+) -> std::result::Result<Entry, String> {
+    let dtype = v["dtype"]
+        .as_str()
+        .ok_or_else(|| format!("tensor `{name}`: no dtype"))?
+        .to_string();
+    let shape: Vec<usize> = v["shape"]
+        .as_array()
+        .ok_or_else(|| format!("tensor `{name}`: no shape"))?
+        .iter()
+        .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("tensor `{name}`: a dimension is not a size"))?;
+    let offsets: Vec<u64> = v["data_offsets"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_u64).collect())
+        .unwrap_or_default();
+    let [start, end] = offsets[..] else {
+        return Err(format!("tensor `{name}`: data_offsets are not two offsets"));
+    };
+    if start > end || end > data_len {
+        return Err(format!(
+            "tensor `{name}`: data_offsets [{start}, {end}] outside the {data_len} bytes of data"
+        ));
+    }
+    let len = usize::try_from(end - start).map_err(|_| format!("tensor `{name}` is too large"))?;
+    if let Some(size) = dtype_bytes(&dtype) {
+        let need = shape
+            .iter()
+            .try_fold(size, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| format!("tensor `{name}`: shape {shape:?} overflows"))?;
+        if need != len {
+            return Err(format!(
+                "tensor `{name}`: shape {shape:?} of {dtype} needs {need} bytes, its data_offsets give {len}"
+            ));
+        }
+    }
+    Ok(Entry {
+        file: 0,
+        dtype,
+        shape,
+        start,
+        len,
+    })
 }
 
 impl TensorSource for HfSource {
     fn has(&self, name: TensorName, bias: bool) -> bool {
-        self.tensors.contains_key(&Self::hf_name(name, bias))
+        self.entries.contains_key(&Self::hf_name(name, bias))
     }
 
     fn linear(
@@ -194,13 +370,13 @@ impl TensorSource for HfSource {
         cols: usize,
         with_bias: bool,
     ) -> Result<Linear> {
-        let w = self.f32_values(&Self::hf_name(name, false), &[rows, cols])?;
+        let w = self.weight(&Self::hf_name(name, false), rows, cols)?;
         let bias = if with_bias {
             Some(self.f32_values(&Self::hf_name(name, true), &[rows])?)
         } else {
             None
         };
-        Linear::new(rows, cols, Weight::F32(w), bias)
+        Linear::new(rows, cols, w, bias)
     }
 
     fn vector(&mut self, name: TensorName, len: usize) -> Result<Vec<f32>> {
@@ -302,7 +478,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let f = dir.path().join("model.safetensors");
         std::fs::write(&f, b"\xff\xff\xff\xff\xff\xff\xff\x7f not safetensors").expect("write");
-        match HfSource::open(dir.path()) {
+        match HfSource::open(dir.path(), WeightMode::Native) {
             Err(ModelError::BadSafetensors { path, .. }) => assert_eq!(path, f),
             Err(e) => panic!("wrong error: {e}"),
             Ok(_) => panic!("a corrupt file loaded"),

@@ -8,6 +8,8 @@ pub mod bench_model;
 pub mod gguf;
 mod gguf_alignment;
 pub mod hf;
+pub mod quant_layout;
+pub mod requantize;
 
 use crate::error::Result;
 use crate::linear::Linear;

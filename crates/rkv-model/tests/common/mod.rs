@@ -9,7 +9,7 @@ use candle_core::{Device, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rkv_model::weights::hf::{parse_config, HfSource};
-use rkv_model::{Attention, AttentionShape, Transformer};
+use rkv_model::{Attention, AttentionShape, Transformer, WeightMode};
 
 /// Causal GQA attention over one contiguous f32 KV cache per layer (one sequence).
 ///
@@ -315,9 +315,14 @@ impl Spec {
 
 /// Loads an rkv model from a Hugging Face directory the way the engine does.
 pub fn load_rkv_hf(dir: &Path) -> Transformer {
+    load_rkv_hf_as(dir, WeightMode::Native)
+}
+
+/// [`load_rkv_hf`] with dense weights held as stored (`Native`) or as f32.
+pub fn load_rkv_hf_as(dir: &Path, mode: WeightMode) -> Transformer {
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
     let cfg = parse_config(&text).unwrap();
-    let mut src = HfSource::open(dir).unwrap();
+    let mut src = HfSource::open(dir, mode).unwrap();
     Transformer::load(cfg, &mut src).unwrap()
 }
 

@@ -1,0 +1,83 @@
+// Greedy continuations and top-2 margins from llama.cpp, for rkv's parity tests on files
+// llama.cpp runs (scripts/llamacpp/requant_reference.sh builds and drives it).
+//
+// Usage: greedy MODEL.gguf MAX_NEW EOS_ID < prompts
+// Each input line is one prompt's token ids (space-separated); each output line is the
+// greedy continuation as "id:margin" pairs, margin = (l1 - l2) / |l1| of llama.cpp's own
+// logits at that step. Stops at EOS_ID (included) or after MAX_NEW tokens. Settings as
+// shared/reference/README.md: 2 threads, f16 KV cache, flash attention off, one batch
+// for the prompt, then one token at a time.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llama.h"
+
+int main(int argc, char ** argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s MODEL.gguf MAX_NEW EOS_ID < prompts\n", argv[0]);
+        return 2;
+    }
+    const int max_new = atoi(argv[2]);
+    const llama_token eos = atoi(argv[3]);
+    llama_backend_init();
+    llama_model_params mp = llama_model_default_params();
+    llama_model * model = llama_model_load_from_file(argv[1], mp);
+    if (!model) {
+        fprintf(stderr, "cannot load %s\n", argv[1]);
+        return 1;
+    }
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    std::string line;
+    while (std::getline(std::cin, line)) {
+        std::vector<llama_token> prompt;
+        std::istringstream in(line);
+        for (long id; in >> id;) prompt.push_back((llama_token) id);
+        if (prompt.empty()) continue;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = prompt.size() + max_new + 8;
+        cp.n_batch = cp.n_ctx;
+        cp.n_ubatch = cp.n_ctx;
+        cp.n_threads = 2;
+        cp.n_threads_batch = 2;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        cp.type_k = GGML_TYPE_F16;
+        cp.type_v = GGML_TYPE_F16;
+        llama_context * ctx = llama_init_from_model(model, cp);
+        if (!ctx) {
+            fprintf(stderr, "cannot make a context\n");
+            return 1;
+        }
+        llama_batch batch = llama_batch_get_one(prompt.data(), (int32_t) prompt.size());
+        llama_token next = 0;
+        for (int step = 0; step < max_new; ++step) {
+            if (llama_decode(ctx, batch) != 0) {
+                fprintf(stderr, "decode failed at step %d\n", step);
+                return 1;
+            }
+            const float * logits = llama_get_logits_ith(ctx, -1);
+            int best = 0;
+            for (int i = 1; i < n_vocab; ++i) {
+                if (logits[i] > logits[best]) best = i;
+            }
+            float second = -INFINITY;
+            for (int i = 0; i < n_vocab; ++i) {
+                if (i != best && logits[i] > second) second = logits[i];
+            }
+            const float margin = (logits[best] - second) / std::fabs(logits[best]);
+            printf("%s%d:%.6g", step ? " " : "", best, margin);
+            next = best;
+            if (next == eos) break;
+            batch = llama_batch_get_one(&next, 1);
+        }
+        printf("\n");
+        fflush(stdout);
+        llama_free(ctx);
+    }
+    llama_model_free(model);
+    return 0;
+}
