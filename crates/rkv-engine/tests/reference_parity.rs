@@ -8,9 +8,9 @@
 
 mod common;
 
-use common::{engine, reference_file, top2_margin};
+use common::{engine, greedy, ids, reference_file, top2_margin};
 use rkv_core::config::CompressionConfig;
-use rkv_engine::{Engine, GenerationRequest, KvDtype, SamplingParams};
+use rkv_engine::{Engine, KvDtype};
 use rkv_model::chat_template::ChatMessage;
 use rkv_model::WeightMode;
 use serde_json::Value;
@@ -20,14 +20,6 @@ fn lines(name: &str) -> Vec<Value> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).expect("reference line is JSON"))
-        .collect()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_u64().expect("id") as u32)
         .collect()
 }
 
@@ -45,17 +37,6 @@ fn prompt_ids(e: &Engine, r: &Value) -> Vec<u32> {
     let p = e.tokenizer().encode(&rendered).expect("encode");
     assert_eq!(p, ids(&r["prompt_token_ids"]), "prompt token ids differ");
     p
-}
-
-fn greedy(e: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
-    let req = GenerationRequest {
-        prompt: prompt.to_vec(),
-        sampling: SamplingParams::default(),
-        max_tokens: n,
-        ignore_eos: false,
-        stop: Vec::new(),
-    };
-    e.generate(req, None, |_| {}).expect("generate").token_ids
 }
 
 /// Compares greedy tokens with `ref`: (matching leading tokens, required, excused by a

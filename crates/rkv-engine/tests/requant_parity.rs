@@ -24,8 +24,8 @@ mod common;
 
 use std::path::Path;
 
-use common::model_path;
-use rkv_engine::{Engine, EngineConfig, GenerationRequest, KvDtype, SamplingParams};
+use common::{greedy, ids, model_path};
+use rkv_engine::{Engine, EngineConfig, KvDtype};
 use rkv_model::weights::quant_layout::FileType;
 use rkv_model::weights::requantize::requantize;
 use rkv_model::WeightMode;
@@ -51,31 +51,12 @@ fn reference(file_type: &str) -> Vec<Value> {
     rows
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_u64().expect("id") as u32)
-        .collect()
-}
-
 fn sha256(path: &Path) -> String {
     let bytes = std::fs::read(path).expect("read the requantised file");
     Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn greedy(e: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
-    let req = GenerationRequest {
-        prompt: prompt.to_vec(),
-        sampling: SamplingParams::default(),
-        max_tokens: n,
-        ignore_eos: false,
-        stop: Vec::new(),
-    };
-    e.generate(req, None, |_| {}).expect("generate").token_ids
 }
 
 fn matches_llamacpp(file_type: &str) {

@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 
 use rkv_core::config::CompressionConfig;
-use rkv_engine::{Engine, EngineConfig, KvDtype};
+use rkv_engine::{Engine, EngineConfig, GenerationRequest, KvDtype, SamplingParams};
 use rkv_model::WeightMode;
+use serde_json::Value;
 
 /// The default model: `$RKV_MODEL_PATH`, else `$RKV_HOME/models/...`, else
 /// `~/.cache/rkv/models/...`. Panics with instructions when absent.
@@ -92,4 +93,25 @@ pub fn top2_margin(logits: &[f32]) -> f32 {
         }
     }
     (a - b) / a.abs()
+}
+
+/// Token ids of a reference file's JSON array.
+pub fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_u64().expect("id") as u32)
+        .collect()
+}
+
+/// Greedy generation of at most `n` tokens, stopping at end-of-sequence.
+pub fn greedy(e: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
+    let req = GenerationRequest {
+        prompt: prompt.to_vec(),
+        sampling: SamplingParams::default(),
+        max_tokens: n,
+        ignore_eos: false,
+        stop: Vec::new(),
+    };
+    e.generate(req, None, |_| {}).expect("generate").token_ids
 }

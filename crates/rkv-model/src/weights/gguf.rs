@@ -13,7 +13,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
 use super::gguf_alignment::declares_zero_alignment;
-use super::{TensorName, TensorSource, WeightMode};
+use super::{le_u16s, TensorName, TensorSource, WeightMode};
 use crate::config::{Arch, ModelConfig};
 use crate::error::{candle_message, ModelError, Result};
 use crate::linear::{Linear, Weight};
@@ -341,19 +341,13 @@ impl TensorSource for GgufSource {
         check_supported(&wname, t.dtype())?;
         // Dense weights are held as stored (f16, bf16, f32); everything is f32 in
         // `WeightMode::F32`.
-        let halves = |t: &QTensor| -> Result<Vec<u16>> {
-            Ok(t.data()?
-                .chunks_exact(2)
-                .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                .collect())
-        };
         let weight = match (self.mode, t.dtype()) {
             (WeightMode::F32, _) | (_, GgmlDType::F32) => Weight::F32(dequantize_f32(&t)?),
             (_, GgmlDType::F16) => {
-                Weight::F16(halves(&t)?.into_iter().map(half::f16::from_bits).collect())
+                Weight::F16(le_u16s(&t.data()?).map(half::f16::from_bits).collect())
             }
             (_, GgmlDType::BF16) => {
-                Weight::BF16(halves(&t)?.into_iter().map(half::bf16::from_bits).collect())
+                Weight::BF16(le_u16s(&t.data()?).map(half::bf16::from_bits).collect())
             }
             _ => Weight::from_qtensor(t)?,
         };

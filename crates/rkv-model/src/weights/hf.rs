@@ -14,7 +14,7 @@ use half::{bf16, f16};
 use serde::Deserialize;
 
 use super::gguf::ReadSeek;
-use super::{TensorName, TensorSource, WeightMode};
+use super::{le_u16s, TensorName, TensorSource, WeightMode};
 use crate::config::{Arch, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::linear::{Linear, Weight};
@@ -200,15 +200,8 @@ impl HfSource {
             if name == "__metadata__" {
                 continue;
             }
-            let e = parse_entry(&name, &v, data_len).map_err(bad)?;
-            self.entries.insert(
-                name,
-                Entry {
-                    file,
-                    start: 8 + n + e.start,
-                    ..e
-                },
-            );
+            let e = parse_entry(&name, &v, (file, 8 + n), data_len).map_err(bad)?;
+            self.entries.insert(name, e);
         }
         self.files.push((label.to_path_buf(), r));
         Ok(())
@@ -265,8 +258,8 @@ impl HfSource {
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect()),
-            "F16" => Ok(halves(&b).map(|h| f16::from_bits(h).to_f32()).collect()),
-            "BF16" => Ok(halves(&b).map(|h| bf16::from_bits(h).to_f32()).collect()),
+            "F16" => Ok(le_u16s(&b).map(|h| f16::from_bits(h).to_f32()).collect()),
+            "BF16" => Ok(le_u16s(&b).map(|h| bf16::from_bits(h).to_f32()).collect()),
             other => Err(ModelError::UnsupportedDtype {
                 tensor: name.to_string(),
                 dtype: other.to_string(),
@@ -280,20 +273,15 @@ impl HfSource {
         match (self.mode, dtype.as_deref()) {
             (WeightMode::Native, Some("F16")) => {
                 let (_, b) = self.read(name, &[rows, cols])?;
-                Ok(Weight::F16(halves(&b).map(f16::from_bits).collect()))
+                Ok(Weight::F16(le_u16s(&b).map(f16::from_bits).collect()))
             }
             (WeightMode::Native, Some("BF16")) => {
                 let (_, b) = self.read(name, &[rows, cols])?;
-                Ok(Weight::BF16(halves(&b).map(bf16::from_bits).collect()))
+                Ok(Weight::BF16(le_u16s(&b).map(bf16::from_bits).collect()))
             }
             _ => Ok(Weight::F32(self.f32_values(name, &[rows, cols])?)),
         }
     }
-}
-
-/// The little-endian 16-bit words of `b`.
-fn halves(b: &[u8]) -> impl Iterator<Item = u16> + '_ {
-    b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))
 }
 
 /// Bytes per element of a safetensors dtype (`None`: not one rkv reads).
@@ -307,11 +295,12 @@ fn dtype_bytes(dtype: &str) -> Option<usize> {
     })
 }
 
-/// One header entry, checked: its data lies inside the file's `data_len` bytes and holds
-/// exactly its shape's elements. `start` is relative to the data.
+/// One header entry of file `at.0`, checked: its data lies inside the file's `data_len`
+/// bytes (which start at byte `at.1`) and holds exactly its shape's elements.
 fn parse_entry(
     name: &str,
     v: &serde_json::Value,
+    at: (usize, u64),
     data_len: u64,
 ) -> std::result::Result<Entry, String> {
     let dtype = v["dtype"]
@@ -350,10 +339,10 @@ fn parse_entry(
         }
     }
     Ok(Entry {
-        file: 0,
+        file: at.0,
         dtype,
         shape,
-        start,
+        start: at.1 + start,
         len,
     })
 }

@@ -14,6 +14,11 @@ pub mod requantize;
 use crate::error::Result;
 use crate::linear::Linear;
 
+/// The little-endian 16-bit words of `b` (f16 and bf16 weights as stored).
+pub(crate) fn le_u16s(b: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))
+}
+
 /// How to hold weights in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WeightMode {
