@@ -10,11 +10,14 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use minijinja::value::Kwargs;
+use minijinja::machinery::{make_string_output, Vm};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::template_bounds as bounds;
+use crate::template_filters as filters;
+use crate::template_guard as guard;
+use crate::template_json as json;
 
 const TEMPLATE_NAME: &str = "chat_template";
 
@@ -87,22 +90,25 @@ impl ChatTemplate {
     /// Compiles a Jinja template source.
     pub fn new(source: &str) -> Result<Self, ChatTemplateError> {
         let mut env = Environment::new();
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
-        env.set_keep_trailing_newline(false);
         // A template comes with the model file: one that loops without end stops with an
         // error instead of hanging (a real one spends a few dozen units per message).
         env.set_fuel(Some(TEMPLATE_FUEL));
-        // And one that prints (or captures, or replaces) without end stops at a size bound.
+        // And one that prints, captures or builds values without end stops at a size
+        // bound: printing through the counting formatter, building through the checked
+        // operators (`template_guard`), filters and methods (`template_filters`).
         env.set_formatter(bounds::counting_formatter);
+        guard::add_operators(&mut env);
+        filters::add_filters(&mut env);
         env.add_filter("replace", bounds::replace_filter);
-        env.set_auto_escape_callback(|_| AutoEscape::None);
-        env.set_unknown_method_callback(bounds::unknown_method);
+        env.set_unknown_method_callback(filters::unknown_method);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_filter("tojson", tojson);
-        env.add_template_owned(TEMPLATE_NAME, source.to_owned())
-            .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
+        env.add_filter("tojson", json::tojson);
+        on_render_stack(|| {
+            guard::compile(TEMPLATE_NAME, source)
+                .map(|_| ())
+                .map_err(|e| ChatTemplateError::Syntax(describe(&e)))
+        })?;
         Ok(Self {
             env: Arc::new(env),
             source: Arc::from(source),
@@ -165,18 +171,24 @@ impl ChatTemplate {
     /// Renders with an arbitrary JSON object as the context (for extra template variables
     /// such as `tools`, `documents` or `enable_thinking`).
     pub fn render_json(&self, context: &serde_json::Value) -> Result<String, ChatTemplateError> {
-        let tmpl = self
-            .env
-            .get_template(TEMPLATE_NAME)
+        on_render_stack(|| self.render_here(context))
+    }
+
+    fn render_here(&self, context: &serde_json::Value) -> Result<String, ChatTemplateError> {
+        // Compiled again for each rendering (a template compiles in tens of microseconds):
+        // the instructions borrow the source, which the shared environment cannot.
+        let compiled = guard::compile(TEMPLATE_NAME, &self.source)
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
-        let mut out = bounds::BoundedOutput::default();
-        let rendered = tmpl.render_captured_to(Value::from_serialize(context), &mut out);
+        let mut out = String::new();
+        let rendered = Vm::new(&self.env).eval(
+            &compiled.instructions,
+            Value::from_serialize(context),
+            &compiled.blocks,
+            &mut make_string_output(&mut out),
+            AutoEscape::None,
+        );
         match rendered {
-            Ok(_) => String::from_utf8(out.buf)
-                .map_err(|e| ChatTemplateError::Render(format!("output is not UTF-8: {e}"))),
-            Err(_) if out.overflowed => {
-                Err(ChatTemplateError::Render(describe(&bounds::too_large())))
-            }
+            Ok(_) => Ok(out),
             Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(ChatTemplateError::Render(format!(
                 "the template ran past its budget of {TEMPLATE_FUEL} steps (a loop without end?)"
             ))),
@@ -185,122 +197,36 @@ impl ChatTemplate {
     }
 }
 
+/// The stack a template compiles and renders on: values nested as deep as the step budget
+/// allows (about 140,000 levels of `{% set ns.l = [ns.l] %}`) are printed, serialised and
+/// dropped by recursion, about 300 bytes of stack a level. Reserved, not resident: only
+/// the pages a rendering touches count.
+const RENDER_STACK_BYTES: usize = 256 << 20;
+
+/// Runs `f` on a thread of its own with [`RENDER_STACK_BYTES`] of stack, so that no
+/// template can overflow the caller's (a server worker's is 2 MiB).
+fn on_render_stack<T: Send>(
+    f: impl FnOnce() -> Result<T, ChatTemplateError> + Send,
+) -> Result<T, ChatTemplateError> {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("rkv-chat-template".into())
+            .stack_size(RENDER_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .map_err(|e| ChatTemplateError::Render(format!("cannot start a thread: {e}")))?;
+        thread
+            .join()
+            .unwrap_or_else(|_| Err(ChatTemplateError::Render("the template panicked".into())))
+    })
+}
+
 /// Instructions a template may run for one rendering (minijinja's fuel): a real template
 /// spends a few dozen per message, and a million run in about a tenth of a second, so a
 /// template that loops without end fails well within a second.
 const TEMPLATE_FUEL: u64 = 1_000_000;
 
-/// Widest `tojson` indent a template may ask for.
-const MAX_INDENT: usize = 64;
-
 fn raise_exception(msg: String) -> Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, msg))
-}
-
-/// `tojson` as transformers defines it: `json.dumps(x, ensure_ascii=False, indent=indent,
-/// separators=separators, sort_keys=sort_keys)`.
-fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
-    let indent = match kwargs.get::<Option<Value>>("indent")?.or(indent) {
-        Some(v) if v.is_none() || v.is_undefined() => None,
-        Some(v) => Some(match v.as_str() {
-            Some(s) => s.to_owned(),
-            None => match usize::try_from(v).unwrap_or(0) {
-                n if n > MAX_INDENT => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidOperation,
-                        format!("tojson: indent {n} is larger than {MAX_INDENT}"),
-                    ))
-                }
-                n => " ".repeat(n),
-            },
-        }),
-        None => None,
-    };
-    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
-    let (item_sep, key_sep) = match kwargs.get::<Option<Vec<String>>>("separators")? {
-        Some(seps) if seps.len() == 2 => (seps[0].clone(), seps[1].clone()),
-        Some(_) => {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                "tojson: separators must be a pair",
-            ))
-        }
-        None if indent.is_some() => (",".to_owned(), ": ".to_owned()),
-        None => (", ".to_owned(), ": ".to_owned()),
-    };
-    let _ensure_ascii: Option<bool> = kwargs.get("ensure_ascii")?;
-    kwargs.assert_all_used()?;
-    let json = serde_json::to_value(value)
-        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
-    let fmt = PyJson {
-        indent: indent.as_deref(),
-        item_sep: &item_sep,
-        key_sep: &key_sep,
-        sort_keys,
-    };
-    let mut out = String::new();
-    fmt.write(&mut out, &json, 0);
-    Ok(Value::from_safe_string(out))
-}
-
-struct PyJson<'a> {
-    indent: Option<&'a str>,
-    item_sep: &'a str,
-    key_sep: &'a str,
-    sort_keys: bool,
-}
-
-impl PyJson<'_> {
-    fn newline(&self, out: &mut String, depth: usize) {
-        if let Some(ind) = self.indent {
-            out.push('\n');
-            for _ in 0..depth {
-                out.push_str(ind);
-            }
-        }
-    }
-
-    fn write(&self, out: &mut String, v: &serde_json::Value, depth: usize) {
-        use serde_json::Value as J;
-        match v {
-            J::Array(items) if !items.is_empty() => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(self.item_sep);
-                    }
-                    self.newline(out, depth + 1);
-                    self.write(out, item, depth + 1);
-                }
-                self.newline(out, depth);
-                out.push(']');
-            }
-            J::Object(map) if !map.is_empty() => {
-                let mut entries: Vec<_> = map.iter().collect();
-                if self.sort_keys {
-                    entries.sort_by(|a, b| a.0.cmp(b.0));
-                }
-                out.push('{');
-                for (i, (k, item)) in entries.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(self.item_sep);
-                    }
-                    self.newline(out, depth + 1);
-                    out.push_str(&J::String(k.clone()).to_string());
-                    out.push_str(self.key_sep);
-                    self.write(out, item, depth + 1);
-                }
-                self.newline(out, depth);
-                out.push('}');
-            }
-            J::Array(_) => out.push_str("[]"),
-            J::Object(_) => out.push_str("{}"),
-            J::Bool(true) => out.push_str("true"),
-            J::Bool(false) => out.push_str("false"),
-            J::Null => out.push_str("null"),
-            other => out.push_str(&other.to_string()),
-        }
-    }
 }
 
 const MONTHS: [&str; 12] = [

@@ -1,8 +1,10 @@
 //! Hostile chat templates (a template comes with the model file) stop with a clear error,
-//! quickly and in bounded memory: loops without end hit the step budget, and templates
-//! that print, capture or `replace` their way to an exponential or quadratic string hit
-//! the size bound. Each case runs alone in this test binary's one test, and its peak
-//! resident memory above the start is read from `/proc/self/status` (Linux).
+//! quickly and in bounded memory: loops without end hit the step budget; templates that
+//! print, capture, concatenate (`~`, `+`, `*`), `replace`, `join`, `format`, `indent` or
+//! split their way to an exponential or quadratic string or list hit the size bounds; and
+//! values nested as deep as the budget allows render on the rendering's own stack instead
+//! of overflowing the caller's. Each case runs alone in this test binary's one test, and
+//! its peak resident memory above the start is read from `/proc/self/status` (Linux).
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,7 @@ fn peak_rss(_reset: bool) -> Option<u64> {
     None
 }
 
-const CASES: [(&str, &str, &str); 7] = [
+const CASES: [(&str, &str, &str); 21] = [
     (
         "nested loops without end",
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
@@ -62,6 +64,78 @@ const CASES: [(&str, &str, &str); 7] = [
         "{% set s = 'x' * 100000 %}{{ s.replace('x', s) }}",
         "replace would build",
     ),
+    (
+        "a string doubled by ~ in a loop",
+        "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        "~ would build",
+    ),
+    (
+        "a string doubled by + in a loop",
+        "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+        "+ would build",
+    ),
+    (
+        "a string doubled by a chain of sets",
+        "{% set a = 'x' * 1000000 %}{% set b = a ~ a %}{% set c = b ~ b %}{% set d = c ~ c %}{% set e = d ~ d %}{{ e }}",
+        "~ would build",
+    ),
+    (
+        "a doubled list joined",
+        "{% set ns = namespace(l=['xxxxxxxx']) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | join }}",
+        "list of over",
+    ),
+    (
+        "a list nesting itself, as JSON",
+        "{% set ns = namespace(l=['xxxxxxxx']) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l | tojson }}",
+        "tojson would build",
+    ),
+    (
+        "a list nesting itself, as text",
+        "{% set ns = namespace(l=['xxxxxxxx']) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l ~ '' }}",
+        "~ would build",
+    ),
+    (
+        "many large strings kept alive",
+        "{% set ns = namespace(l=[]) %}{% set s = 'x' * 4000000 %}{% for i in range(1000) %}{% set ns.l = ns.l + [s ~ i] %}{% endfor %}{{ ns.l | length }}",
+        "built more than",
+    ),
+    (
+        "indent by a huge width",
+        "{{ 'a\nb\nc' | indent(1000000000) }}",
+        "indent would build",
+    ),
+    (
+        "a string exploded into characters",
+        "{{ ('x' * 4000000) | list | length }}",
+        "list of over",
+    ),
+    (
+        "a format string repeating its argument",
+        "{% set s = 'x' * 1000000 %}{{ ('{0}' * 1000).format(s) }}",
+        "format would build",
+    ),
+    // Values nested as deep as the step budget allows are printed, serialised and dropped
+    // by recursion: they render (an empty expectation) on the rendering's own large stack.
+    (
+        "a list nested 100,000 deep, printed",
+        "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+        "",
+    ),
+    (
+        "a list nested 100,000 deep, as JSON",
+        "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l | tojson }}",
+        "",
+    ),
+    (
+        "a map nested 100,000 deep, as indented JSON",
+        "{% set ns = namespace(l={}) %}{% for i in range(100000) %}{% set ns.l = {'k': ns.l} %}{% endfor %}{{ ns.l | tojson(indent=8) }}",
+        "tojson would build",
+    ),
+    (
+        "namespaces nested 100,000 deep, dropped",
+        "{% set ns = namespace(n=none) %}{% for i in range(100000) %}{% set ns.n = namespace(n=ns.n) %}{% endfor %}done",
+        "",
+    ),
 ];
 
 #[test]
@@ -82,11 +156,16 @@ fn hostile_templates_stop_fast_in_bounded_memory() {
             (Some(b), Some(p)) => Some(p.saturating_sub(b)),
             _ => None,
         };
+        let shown = match &result {
+            Ok(text) => format!("Ok({} bytes)", text.len()),
+            Err(e) => format!("{e:?}"),
+        };
         println!(
-            "{what}: {took:.2?}, peak RSS +{} MB: {result:?}",
+            "{what}: {took:.2?}, peak RSS +{} MB: {shown}",
             grew.map_or("?".into(), |g| (g >> 20).to_string())
         );
         match result {
+            _ if expect.is_empty() => {}
             Err(ChatTemplateError::Render(msg)) => {
                 assert!(msg.contains(expect), "{what}: {msg}")
             }

@@ -1,0 +1,259 @@
+//! minijinja's filters and Python's string methods with their growth bounded: each one
+//! that can build a string or list larger than its input (by a width or count argument,
+//! by joining or formatting, by splitting a string into items) has the size of its result
+//! checked before it is built, and every result is counted against the rendering's budget
+//! of built bytes ([`crate::template_bounds`]).
+//!
+//! Owns: the wrapped filters and the unknown-method callback (minijinja-contrib's
+//! `pycompat` behind the checks).
+//! Must not know: messages, tokenizers, models, how templates are compiled.
+
+use minijinja::filters as f;
+use minijinja::value::{Rest, ValueKind};
+use minijinja::{Environment, Error, State, Value};
+
+use crate::template_bounds::{self as bounds, text_len, Counter, MAX_ITEMS, MAX_STRING_BYTES};
+
+/// A check run on a filter's arguments (the filtered value first) before it runs.
+type Check = fn(&[Value]) -> Result<(), Error>;
+
+/// Registers the wrapped builtin filters (`replace` and `tojson` are the caller's).
+pub(crate) fn add_filters(env: &mut Environment<'_>) {
+    let wrapped: [(&'static str, Value, Check); 23] = [
+        ("join", Value::from_function(f::join), join_check),
+        ("format", Value::from_function(f::format), format_check),
+        ("indent", Value::from_function(f::indent), indent_check),
+        ("string", Value::from_function(f::string), text_check),
+        ("pprint", Value::from_function(f::pprint), pprint_check),
+        ("batch", Value::from_function(f::batch), count_check),
+        ("slice", Value::from_function(f::slice), count_check),
+        ("split", Value::from_function(f::split), split_check),
+        ("lines", Value::from_function(f::lines), lines_check),
+        ("list", Value::from_function(f::list), items_check),
+        ("sort", Value::from_function(f::sort), items_check),
+        ("unique", Value::from_function(f::unique), items_check),
+        ("reverse", Value::from_function(f::reverse), items_check),
+        ("map", Value::from_function(f::map), items_check),
+        ("select", Value::from_function(f::select), items_check),
+        ("reject", Value::from_function(f::reject), items_check),
+        (
+            "selectattr",
+            Value::from_function(f::selectattr),
+            items_check,
+        ),
+        (
+            "rejectattr",
+            Value::from_function(f::rejectattr),
+            items_check,
+        ),
+        ("groupby", Value::from_function(f::groupby), items_check),
+        ("dictsort", Value::from_function(f::dictsort), items_check),
+        ("items", Value::from_function(f::items), items_check),
+        ("chain", Value::from_function(f::chain), all_items_check),
+        ("zip", Value::from_function(f::zip), all_items_check),
+    ];
+    for (name, filter, check) in wrapped {
+        env.add_filter(name, move |state: &State, args: Rest<Value>| {
+            check(&args)?;
+            let rv = filter.call(state, &args)?;
+            bounds::charge_value(state, &rv)?;
+            Ok::<_, Error>(rv)
+        });
+    }
+    for name in [
+        "upper",
+        "lower",
+        "title",
+        "capitalize",
+        "trim",
+        "escape",
+        "e",
+    ] {
+        let filter = match name {
+            "upper" => Value::from_function(f::upper),
+            "lower" => Value::from_function(f::lower),
+            "title" => Value::from_function(f::title),
+            "capitalize" => Value::from_function(f::capitalize),
+            "trim" => Value::from_function(f::trim),
+            _ => Value::from_function(f::escape),
+        };
+        env.add_filter(name, move |state: &State, args: Rest<Value>| {
+            let rv = filter.call(state, &args)?;
+            bounds::charge_value(state, &rv)?;
+            Ok::<_, Error>(rv)
+        });
+    }
+}
+
+/// The items a filter would make of `value`: a list's or map's, a string's characters.
+fn items_of(value: &Value) -> usize {
+    match value.as_str() {
+        Some(s) => s.chars().take(MAX_ITEMS + 1).count(),
+        None => bounds::item_count(value),
+    }
+}
+
+fn check_items(n: usize, what: &str) -> Result<(), Error> {
+    if n > MAX_ITEMS {
+        return Err(bounds::too_many_items(what));
+    }
+    Ok(())
+}
+
+fn check_len(n: Option<usize>, what: &str) -> Result<(), Error> {
+    match n {
+        Some(n) if n <= MAX_STRING_BYTES => Ok(()),
+        _ => Err(bounds::string_too_long(what)),
+    }
+}
+
+fn items_check(args: &[Value]) -> Result<(), Error> {
+    check_items(args.first().map_or(0, items_of), "a filter")
+}
+
+fn all_items_check(args: &[Value]) -> Result<(), Error> {
+    let n = args
+        .iter()
+        .filter(|a| !a.is_kwargs())
+        .fold(0usize, |n, a| n.saturating_add(items_of(a)));
+    check_items(n, "a filter")
+}
+
+fn count_check(args: &[Value]) -> Result<(), Error> {
+    items_check(args)?;
+    let count = args.get(1).and_then(Value::as_usize).unwrap_or(0);
+    check_items(count, "batch or slice")
+}
+
+/// The pieces `s.split(sep)` makes (whitespace runs when `sep` is none).
+fn pieces(s: &str, sep: Option<&str>) -> usize {
+    match sep {
+        Some(sep) if !sep.is_empty() => s.matches(sep).take(MAX_ITEMS + 1).count() + 1,
+        _ => s.split_whitespace().take(MAX_ITEMS + 1).count(),
+    }
+}
+
+fn split_check(args: &[Value]) -> Result<(), Error> {
+    if let Some(s) = args.first().and_then(Value::as_str) {
+        check_items(pieces(s, args.get(1).and_then(Value::as_str)), "split")?;
+    }
+    Ok(())
+}
+
+fn lines_check(args: &[Value]) -> Result<(), Error> {
+    if let Some(s) = args.first().and_then(Value::as_str) {
+        check_items(pieces(s, Some("\n")), "lines")?;
+    }
+    Ok(())
+}
+
+fn text_check(args: &[Value]) -> Result<(), Error> {
+    let len = args
+        .first()
+        .map_or(Some(0), |v| text_len(v, MAX_STRING_BYTES / 3));
+    check_len(len, "a filter")
+}
+
+fn pprint_check(args: &[Value]) -> Result<(), Error> {
+    let mut counter = Counter::new(MAX_STRING_BYTES);
+    let ok = match args.first() {
+        Some(v) => std::fmt::write(&mut counter, format_args!("{v:#?}")).is_ok(),
+        None => true,
+    };
+    check_len(ok.then_some(counter.len), "pprint")
+}
+
+/// The text of `items` joined by `sep`, sized unbuilt.
+fn joined_len(items: &Value, sep: usize) -> Option<usize> {
+    let mut total = 0usize;
+    for (i, item) in items.try_iter().ok()?.enumerate() {
+        let len = text_len(&item, MAX_STRING_BYTES)?;
+        total = total.checked_add(len + if i > 0 { sep } else { 0 })?;
+        if total > MAX_STRING_BYTES {
+            return None;
+        }
+    }
+    Some(total)
+}
+
+fn join_check(args: &[Value]) -> Result<(), Error> {
+    let sep = args.get(1).and_then(Value::as_str).map_or(0, str::len);
+    match args.first() {
+        Some(v) if v.as_str().is_none() => check_len(joined_len(v, sep), "join"),
+        Some(v) => check_len(
+            items_of(v)
+                .checked_mul(sep + 4)
+                .map(|n| n + v.as_str().map_or(0, str::len)),
+            "join",
+        ),
+        None => Ok(()),
+    }
+}
+
+/// A bound on what a format string with `marks` placeholders makes of `args`.
+fn formatted_len(template: &str, marks: usize, args: &[Value]) -> Option<usize> {
+    let widest = args
+        .iter()
+        .filter(|a| !a.is_kwargs())
+        .try_fold(0usize, |w, a| Some(w.max(text_len(a, MAX_STRING_BYTES)?)))?;
+    marks.checked_mul(widest)?.checked_add(template.len())
+}
+
+fn format_check(args: &[Value]) -> Result<(), Error> {
+    if let Some(s) = args.first().and_then(Value::as_str) {
+        let marks = s.matches('%').count();
+        check_len(formatted_len(s, marks, &args[1..]), "format")?;
+    }
+    Ok(())
+}
+
+fn indent_check(args: &[Value]) -> Result<(), Error> {
+    let Some(s) = args.first().and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let width = match args.get(1) {
+        Some(kw) if kw.is_kwargs() => kw.get_attr("width").ok(),
+        other => other.cloned(),
+    };
+    let width = match width {
+        Some(w) if w.kind() == ValueKind::Number => w.as_usize(),
+        Some(w) if w.kind() == ValueKind::String => w.as_str().map(str::len),
+        _ => Some(4),
+    };
+    let lines = pieces(s, Some("\n"));
+    let len = width
+        .and_then(|w| w.checked_mul(lines))
+        .and_then(|n| n.checked_add(s.len()));
+    check_len(len, "indent")
+}
+
+/// Python's string methods as minijinja-contrib's `pycompat` runs them, each checked for
+/// the size of its result first (`replace`, `join`, `split`, `splitlines`, `format`) and
+/// counted after.
+pub(crate) fn unknown_method(
+    state: &State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    if let Some(s) = value.as_str() {
+        match method {
+            "replace" => {
+                bounds::replace_method_len(s, args)?;
+            }
+            "join" => {
+                let items = args.first().cloned().unwrap_or_default();
+                check_len(joined_len(&items, s.len()), "join")?;
+            }
+            "split" | "rsplit" => {
+                check_items(pieces(s, args.first().and_then(Value::as_str)), "split")?
+            }
+            "splitlines" => check_items(pieces(s, Some("\n")), "splitlines")?,
+            "format" => check_len(formatted_len(s, s.matches('{').count(), args), "format")?,
+            _ => {}
+        }
+    }
+    let rv = minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)?;
+    bounds::charge_value(state, &rv)?;
+    Ok(rv)
+}
