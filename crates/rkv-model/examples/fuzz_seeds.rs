@@ -677,6 +677,23 @@ const TEMPLATES: [(&str, &str); 5] = [
     ),
 ];
 
+/// A template running every operator, filter and method the bounds wrap, and templates
+/// growing values the bounds stop (so the fuzzer starts next to the checks).
+const GROWING: [(&str, &str); 3] = [
+    (
+        "operators.jinja",
+        include_str!("../tests/data/templates/operators.jinja"),
+    ),
+    (
+        "doubling.jinja",
+        "{% set ns = namespace(s='x', l=[1]) %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s + ns.s %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.s | length }}{{ ns.l | join(',') | length }}{{ ns.s * 2 }}",
+    ),
+    (
+        "nesting.jinja",
+        "{% set ns = namespace(l=[], m={}) %}{% for i in range(300) %}{% set ns.l = [ns.l, i] %}{% set ns.m = {'k': ns.m} %}{% endfor %}{{ ns.l | tojson(indent=2) | length }}{{ ns.m | string | length }}{{ 'a\\nb' | indent(4) }}{{ ns.l | batch(2) | list | length }}",
+    ),
+];
+
 fn main() -> AnyResult<()> {
     let mut args = std::env::args_os().skip(1);
     let root = PathBuf::from(
@@ -692,7 +709,7 @@ fn main() -> AnyResult<()> {
     safetensors_seeds(&seeds)?;
     config_seeds(&seeds)?;
     tokenizer_seeds(&seeds)?;
-    for (name, text) in TEMPLATES {
+    for (name, text) in TEMPLATES.into_iter().chain(GROWING) {
         seeds.put("chat_template", name, text.as_bytes())?;
     }
     Ok(())
