@@ -6,7 +6,8 @@ into crates/rkv-model/tests/data/template_renders.jsonl.
     python3 scripts/template_reference.py   # needs jinja2 (pip install jinja2)
 
 Templates: fuzz/corpus/chat_template/*.jinja (but those calling strftime_now, whose output
-depends on the day) and crates/rkv-model/tests/data/templates/*.jinja.
+depends on the day, and the seeds that grow values until rkv's bounds stop them) and
+crates/rkv-model/tests/data/templates/*.jinja.
 """
 import glob
 import json
@@ -17,6 +18,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 OUT = os.path.join(ROOT, "crates/rkv-model/tests/data/template_renders.jsonl")
+# Seeds that grow values past rkv's bounds (jinja2 would build gigabytes), and a copy of
+# tests/data/templates/operators.jinja.
+HOSTILE_SEEDS = {"doubling.jinja", "nesting.jinja", "operators.jinja"}
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "What is 2 + 3?"},
@@ -39,7 +43,8 @@ def main():
                                         extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
-    paths = sorted(glob.glob(os.path.join(ROOT, "fuzz/corpus/chat_template/*.jinja")))
+    paths = sorted(p for p in glob.glob(os.path.join(ROOT, "fuzz/corpus/chat_template/*.jinja"))
+                   if os.path.basename(p) not in HOSTILE_SEEDS)
     paths += sorted(glob.glob(os.path.join(ROOT, "crates/rkv-model/tests/data/templates/*.jinja")))
     rows = []
     for path in paths:

@@ -76,6 +76,9 @@ fn describe(err: &Error) -> String {
 pub struct ChatTemplate {
     env: Arc<Environment<'static>>,
     source: Arc<str>,
+    /// The source with its literals wrapped (`template_guard::opaque_literals`): what is
+    /// compiled.
+    program: Arc<str>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -104,14 +107,17 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", json::tojson);
-        on_render_stack(|| {
-            guard::compile(TEMPLATE_NAME, source)
-                .map(|_| ())
-                .map_err(|e| ChatTemplateError::Syntax(describe(&e)))
+        let program = on_render_stack(|| {
+            let program = guard::opaque_literals(source)
+                .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
+            guard::compile(TEMPLATE_NAME, &program)
+                .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
+            Ok(program)
         })?;
         Ok(Self {
             env: Arc::new(env),
             source: Arc::from(source),
+            program: Arc::from(program),
         })
     }
 
@@ -177,7 +183,7 @@ impl ChatTemplate {
     fn render_here(&self, context: &serde_json::Value) -> Result<String, ChatTemplateError> {
         // Compiled again for each rendering (a template compiles in tens of microseconds):
         // the instructions borrow the source, which the shared environment cannot.
-        let compiled = guard::compile(TEMPLATE_NAME, &self.source)
+        let compiled = guard::compile(TEMPLATE_NAME, &self.program)
             .map_err(|e| ChatTemplateError::Syntax(describe(&e)))?;
         let mut out = String::new();
         let rendered = Vm::new(&self.env).eval(
@@ -198,10 +204,10 @@ impl ChatTemplate {
 }
 
 /// The stack a template compiles and renders on: values nested as deep as the step budget
-/// allows (about 140,000 levels of `{% set ns.l = [ns.l] %}`) are printed, serialised and
-/// dropped by recursion, about 300 bytes of stack a level. Reserved, not resident: only
-/// the pages a rendering touches count.
-const RENDER_STACK_BYTES: usize = 256 << 20;
+/// allows (one level a step: a million levels of `[[[...[ns.l]...]]]`) are printed,
+/// serialised and dropped by recursion, a few hundred bytes of stack a level. Reserved,
+/// not resident: only the pages a rendering touches count.
+const RENDER_STACK_BYTES: usize = 1 << 30;
 
 /// Runs `f` on a thread of its own with [`RENDER_STACK_BYTES`] of stack, so that no
 /// template can overflow the caller's (a server worker's is 2 MiB).
@@ -214,9 +220,11 @@ fn on_render_stack<T: Send>(
             .stack_size(RENDER_STACK_BYTES)
             .spawn_scoped(scope, f)
             .map_err(|e| ChatTemplateError::Render(format!("cannot start a thread: {e}")))?;
-        thread
-            .join()
-            .unwrap_or_else(|_| Err(ChatTemplateError::Render("the template panicked".into())))
+        thread.join().unwrap_or_else(|_| {
+            Err(ChatTemplateError::Render(
+                "the template panicked (a bug in rkv or minijinja: please report it)".into(),
+            ))
+        })
     })
 }
 
@@ -225,8 +233,15 @@ fn on_render_stack<T: Send>(
 /// template that loops without end fails well within a second.
 const TEMPLATE_FUEL: u64 = 1_000_000;
 
-fn raise_exception(msg: String) -> Result<Value, Error> {
-    Err(Error::new(ErrorKind::InvalidOperation, msg))
+/// Longest message `raise_exception` passes on (a longer one is cut).
+const MAX_MESSAGE_BYTES: usize = 4096;
+
+fn raise_exception(msg: Value) -> Result<Value, Error> {
+    let mut text = bounds::BoundedString::new(MAX_MESSAGE_BYTES);
+    if write!(text, "{msg}").is_err() {
+        text.buf.push_str("...");
+    }
+    Err(Error::new(ErrorKind::InvalidOperation, text.buf))
 }
 
 const MONTHS: [&str; 12] = [
@@ -255,12 +270,21 @@ const WEEKDAYS: [&str; 7] = [
 
 /// `strftime_now(format)`: the current UTC time formatted with a strftime subset
 /// (`%Y %y %m %d %e %j %H %I %M %S %p %B %b %h %A %a %%`, and `%-d`-style unpadded forms).
-fn strftime_now(format: String) -> String {
+fn strftime_now(format: Value) -> Result<String, Error> {
+    let format = format
+        .as_str()
+        .filter(|f| f.len() <= MAX_MESSAGE_BYTES)
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidOperation,
+                format!("strftime_now takes a format string of at most {MAX_MESSAGE_BYTES} bytes"),
+            )
+        })?;
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    format_unix_time(secs, &format)
+    Ok(format_unix_time(secs, format))
 }
 
 /// Formats seconds since the Unix epoch (UTC) with the strftime subset of [`strftime_now`].

@@ -32,7 +32,7 @@ pub const MAX_BUILT_BYTES: usize = 48 << 20;
 pub const MAX_ITEMS: usize = 256 << 10;
 
 /// What one item of a built list is counted as: the value and a share of its contents.
-const ITEM_BYTES: usize = 64;
+pub(crate) const ITEM_BYTES: usize = 64;
 
 /// The message of the error a rendering past [`MAX_RENDER_BYTES`] stops with.
 pub(crate) fn too_large() -> Error {
@@ -101,19 +101,30 @@ pub(crate) fn charge_value(state: &State, value: &Value) -> Result<(), Error> {
     charge(state, n)
 }
 
-/// The items of a list or map (strings and other scalars count 0), counting at most
-/// [`MAX_ITEMS`] + 1 of a lazy sequence whose length is unknown.
+/// The items of a list or map (strings and other scalars count 0; so does an iterator
+/// whose length is unknown, which only iterating would tell, and iterating consumes it:
+/// see [`materialize`]).
 pub(crate) fn item_count(value: &Value) -> usize {
     use minijinja::value::ValueKind;
     match value.kind() {
-        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => match value.len() {
-            Some(n) => n,
-            None => value
-                .try_iter()
-                .map_or(0, |it| it.take(MAX_ITEMS + 1).count()),
-        },
+        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => value.len().unwrap_or(0),
         _ => 0,
     }
+}
+
+/// `value`, or, for an iterator of unknown length (Python's `str.split` gives one), a list
+/// of its items: at most [`MAX_ITEMS`] of them, or an error. A filter consumes such an
+/// iterator anyway; as a list it can be sized first.
+pub(crate) fn materialize(value: &Value) -> Result<Value, Error> {
+    use minijinja::value::ValueKind;
+    if value.kind() != ValueKind::Iterable || value.len().is_some() {
+        return Ok(value.clone());
+    }
+    let items: Vec<Value> = value.try_iter()?.take(MAX_ITEMS + 1).collect();
+    if items.len() > MAX_ITEMS {
+        return Err(too_many_items("an iterator"));
+    }
+    Ok(Value::from(items))
 }
 
 /// A `String` that refuses to grow past a limit (writes past it fail with `fmt::Error`).

@@ -1,19 +1,22 @@
 //! A chat template compiled into minijinja's instructions with every way it can grow a
 //! value bounded. minijinja has no hook on its operators, so after compiling (through its
-//! `unstable_machinery` interface) the instructions are rewritten: `~`, `+` and `*` become
-//! calls of checked functions with the same stack effect, and each emission of raw template
-//! text jumps to a trampoline that prints it through the counting formatter (so raw text in
-//! an endless loop meets the output bound as printed values do).
+//! `unstable_machinery` interface) the instructions are rewritten: `~`, `+`, `*`, `in`
+//! and slicing become calls of checked functions with the same stack effect, and each emission
+//! of raw template text jumps to a trampoline that prints it through the counting
+//! formatter (so raw text in an endless loop meets the output bound as printed values do).
+//! minijinja also folds constant expressions while it compiles (`'x' * 10**8 ~ ...` would
+//! be built then, unchecked), so before compiling every string and number literal of the
+//! source is wrapped in a call of the identity, which makes no expression constant.
 //!
-//! Owns: compiling a template source with Hugging Face's whitespace settings, the
-//! instruction rewrite and the checked operators.
+//! Owns: compiling a template source with Hugging Face's whitespace settings, the literal
+//! wrapping, the instruction rewrite and the checked operators.
 //! Must not know: messages, tokenizers, models, filters (see `template_filters`).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use minijinja::machinery::{
-    CompiledTemplate, Instruction, Instructions, TemplateConfig, WhitespaceConfig,
+    tokenize, CompiledTemplate, Instruction, Instructions, TemplateConfig, Token, WhitespaceConfig,
 };
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::ValueKind;
@@ -26,27 +29,75 @@ use crate::template_bounds::{self as bounds, BoundedString, MAX_ITEMS, MAX_STRIN
 const CONCAT: &str = "~concat";
 const ADD: &str = "~add";
 const MUL: &str = "~mul";
+const SLICE: &str = "~slice";
+const IN: &str = "~in";
+/// The identity literals are wrapped in: an identifier, as the source must parse.
+const LITERAL: &str = "__rkv_literal";
 
 /// Registers the checked operators the rewritten instructions call.
 pub(crate) fn add_operators(env: &mut Environment<'_>) {
     env.add_function(CONCAT, concat);
     env.add_function(ADD, add);
     env.add_function(MUL, mul);
+    env.add_function(SLICE, slice);
+    env.add_function(IN, contains);
+    env.add_function(LITERAL, |v: Value| v);
 }
 
-/// Compiles `source` as `transformers` renders chat templates (`trim_blocks`,
-/// `lstrip_blocks`, no trailing newline kept, no auto-escaping), then bounds it.
+/// Hugging Face's whitespace settings for chat templates.
+fn whitespace() -> WhitespaceConfig {
+    WhitespaceConfig {
+        keep_trailing_newline: false,
+        lstrip_blocks: true,
+        trim_blocks: true,
+    }
+}
+
+/// `source` with every string and number literal wrapped in the identity (`'a' * 3`
+/// becomes `(__rkv_literal('a')) * (__rkv_literal(3))`), so that minijinja folds no constant
+/// expression while compiling. Lines are kept; columns move. A number right after a dot
+/// (`x.0`, an item lookup) stays as it is.
 // `SyntaxConfig` is a unit struct unless minijinja's `custom_syntax` is on: `default()`
 // builds it either way.
+#[allow(clippy::default_constructed_unit_structs)]
+pub(crate) fn opaque_literals(source: &str) -> Result<String, Error> {
+    let mut out = String::with_capacity(source.len() + source.len() / 4);
+    let mut copied = 0;
+    let mut after_dot = false;
+    for token in tokenize(source, false, SyntaxConfig::default(), whitespace()) {
+        let (token, span) = token?;
+        let literal = matches!(
+            token,
+            Token::Str(_) | Token::String(_) | Token::Int(_) | Token::Int128(_) | Token::Float(_)
+        );
+        if literal && !after_dot {
+            let (start, end) = (span.start_offset as usize, span.end_offset as usize);
+            let text = source.get(start..end).ok_or_else(|| {
+                Error::new(minijinja::ErrorKind::SyntaxError, "literal out of place")
+            })?;
+            // Parenthesised: `-1` must stay `-(f(1))`, not `(-f)(1)`.
+            out.push_str(&source[copied..start]);
+            out.push('(');
+            out.push_str(LITERAL);
+            out.push('(');
+            out.push_str(text);
+            out.push_str("))");
+            copied = end;
+        }
+        after_dot = matches!(token, Token::Dot);
+    }
+    out.push_str(&source[copied..]);
+    Ok(out)
+}
+
+/// Compiles `source` (already through [`opaque_literals`]) as `transformers` renders chat
+/// templates (`trim_blocks`, `lstrip_blocks`, no trailing newline kept, no
+/// auto-escaping), then bounds it.
 #[allow(clippy::default_constructed_unit_structs)]
 pub(crate) fn compile<'s>(name: &'s str, source: &'s str) -> Result<CompiledTemplate<'s>, Error> {
     let config = TemplateConfig {
         syntax_config: SyntaxConfig::default(),
-        ws_config: WhitespaceConfig {
-            keep_trailing_newline: false,
-            lstrip_blocks: true,
-            trim_blocks: true,
-        },
+        ws_config: whitespace(),
         default_auto_escape: Arc::new(|_: &str| AutoEscape::None),
     };
     let mut compiled = CompiledTemplate::new(name, source, &config)?;
@@ -67,6 +118,8 @@ fn rewrite(instructions: &mut Instructions<'_>) {
             Some(Instruction::StringConcat) => Instruction::CallFunction(CONCAT, Some(2)),
             Some(Instruction::Add) => Instruction::CallFunction(ADD, Some(2)),
             Some(Instruction::Mul) => Instruction::CallFunction(MUL, Some(2)),
+            Some(Instruction::Slice) => Instruction::CallFunction(SLICE, Some(4)),
+            Some(Instruction::In) => Instruction::CallFunction(IN, Some(2)),
             Some(Instruction::EmitRaw(raw)) => {
                 let raw = *raw;
                 let line = instructions.get_line(i).and_then(|l| u16::try_from(l).ok());
@@ -76,7 +129,8 @@ fn rewrite(instructions: &mut Instructions<'_>) {
                 }
                 let at = instructions.len() as u32;
                 for instr in [
-                    Instruction::LoadConst(Value::from(raw)),
+                    // Safe: raw text is never escaped, inside `{% autoescape %}` too.
+                    Instruction::LoadConst(Value::from_safe_string(raw.to_owned())),
                     Instruction::Emit,
                     Instruction::Jump(i + 1),
                 ] {
@@ -122,12 +176,27 @@ fn add(state: &State, a: Value, b: Value) -> Result<Value, Error> {
         if items > MAX_ITEMS {
             return Err(bounds::too_many_items("+"));
         }
+        // Lazily joined, but materialised now and then (minijinja copies long chains).
+        bounds::charge(state, items.saturating_mul(8))?;
     }
     native(state, "a + b", a, b)
 }
 
-/// `a * b`: a repeated string checked before it is built; numbers by minijinja itself.
+/// `a * b`: a repeated string or list checked before it is built; numbers by minijinja.
 fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
+    let seq = match (is_sequence(&a), is_sequence(&b)) {
+        (true, false) => Some((&a, &b)),
+        (false, true) => Some((&b, &a)),
+        _ => None,
+    };
+    if let Some((seq, n)) = seq {
+        if let Some(n) = n.as_usize() {
+            let items = bounds::item_count(seq).checked_mul(n);
+            let items = items.filter(|&i| i <= MAX_ITEMS);
+            let items = items.ok_or_else(|| bounds::too_many_items("*"))?;
+            bounds::charge(state, items.saturating_mul(bounds::ITEM_BYTES))?;
+        }
+    }
     let repeat = match (a.as_str(), b.as_str()) {
         (Some(s), None) => Some((s.len(), &b)),
         (None, Some(s)) => Some((s.len(), &a)),
@@ -141,6 +210,22 @@ fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
         }
     }
     native(state, "a * b", a, b)
+}
+
+/// `a[start:stop:step]`, the slice counted as built.
+fn slice(state: &State, a: Value, start: Value, stop: Value, step: Value) -> Result<Value, Error> {
+    let expr = state.env().compile_expression("a[b:c:d]")?;
+    let rv = expr.eval(minijinja::context! { a => a, b => start, c => stop, d => step })?;
+    bounds::charge_value(state, &rv)?;
+    Ok(rv)
+}
+
+/// `value in container`: a value looked for in a string is text, sized first.
+fn contains(state: &State, value: Value, container: Value) -> Result<Value, Error> {
+    if container.as_str().is_some() && bounds::text_len(&value, MAX_STRING_BYTES).is_none() {
+        return Err(bounds::string_too_long("in"));
+    }
+    native(state, "a in b", value, container)
 }
 
 /// Runs minijinja's own operator (an expression compiled without the rewrite).

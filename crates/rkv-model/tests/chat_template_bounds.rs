@@ -28,7 +28,7 @@ fn peak_rss(_reset: bool) -> Option<u64> {
     None
 }
 
-const CASES: [(&str, &str, &str); 21] = [
+const CASES: [(&str, &str, &str); 31] = [
     (
         "nested loops without end",
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
@@ -114,6 +114,57 @@ const CASES: [(&str, &str, &str); 21] = [
         "{% set s = 'x' * 1000000 %}{{ ('{0}' * 1000).format(s) }}",
         "format would build",
     ),
+    // What a review found after the first version of the bounds.
+    (
+        "a constant expression minijinja would fold while compiling",
+        "{{ 'x' * 100000000 ~ 'x' * 100000000 ~ 'x' * 100000000 }}",
+        "* would build",
+    ),
+    (
+        "a list repeated a billion times",
+        "{{ ([0] * 1000000000) | last }}",
+        "* would build a list",
+    ),
+    (
+        "looking in a list repeated 10^18 times",
+        "{{ 1 in [0] * 1000000000000000000 }}",
+        "* would build a list",
+    ),
+    (
+        "a printf width of 10^11",
+        "{{ '%99999999999s' | format(1) }}",
+        "format would build",
+    ),
+    (
+        "a str.format width of 10^11",
+        "{{ '{:>99999999999}'.format(1) }}",
+        "format would build",
+    ),
+    (
+        "indent's width given by name after none",
+        "{{ ('a\n' * 1000) | indent(none, width=100000000) }}",
+        "indent would build",
+    ),
+    (
+        "a list of 2^40 leaves made upper case",
+        "{% set ns = namespace(l=[0]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l | upper }}",
+        "a filter would build",
+    ),
+    (
+        "a list of 2^40 leaves looked for in a string",
+        "{% set ns = namespace(l=[0]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l in 'a' }}",
+        "in would build",
+    ),
+    (
+        "slices of a large string kept alive",
+        "{% set s = 'x' * 4000000 %}{% set ns = namespace(k=[]) %}{% for i in range(99999) %}{% set ns.k = ns.k + [s[i:]] %}{% endfor %}",
+        "built more than",
+    ),
+    (
+        "an exception carrying 2^40 leaves",
+        "{% set ns = namespace(l=[0]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ raise_exception(ns.l) }}",
+        "[[[[",
+    ),
     // Values nested as deep as the step budget allows are printed, serialised and dropped
     // by recursion: they render (an empty expectation) on the rendering's own large stack.
     (
@@ -127,8 +178,8 @@ const CASES: [(&str, &str, &str); 21] = [
         "",
     ),
     (
-        "a map nested 100,000 deep, as indented JSON",
-        "{% set ns = namespace(l={}) %}{% for i in range(100000) %}{% set ns.l = {'k': ns.l} %}{% endfor %}{{ ns.l | tojson(indent=8) }}",
+        "a map nested 60,000 deep, as indented JSON",
+        "{% set ns = namespace(l={}) %}{% for i in range(60000) %}{% set ns.l = {'k': ns.l} %}{% endfor %}{{ ns.l | tojson(indent=8) }}",
         "tojson would build",
     ),
     (

@@ -1,7 +1,8 @@
 //! Replays the fuzz targets' inputs on stable Rust: every file of `fuzz/corpus/<target>/`
 //! (the seeds) and of `fuzz/regressions/<target>/` (inputs that once crashed a target)
 //! goes through the same `rkv_model::untrusted` function the target calls. Errors are
-//! fine; a panic fails the test. A corpus directory that is missing or empty fails it too,
+//! fine; a panic (also one a chat template's rendering thread turned into an error) fails
+//! the test. A corpus directory that is missing or empty fails it too,
 //! and so does a corpus in which no input loads at all (the seeds must reach past the
 //! first check, or fuzzing from them finds little).
 
@@ -43,6 +44,13 @@ fn replay(name: &str, target: Target) {
             Err(e) => {
                 // The message must be one line: it ends up as `error: ...` on a terminal.
                 let msg = e.to_string();
+                // A chat template renders on a thread of its own, which turns a panic into
+                // this error: still a panic, still a finding.
+                assert!(
+                    !msg.contains("the template panicked"),
+                    "{}: {msg}",
+                    path.display()
+                );
                 assert!(
                     !msg.contains('\n'),
                     "{}: multi-line error {msg:?}",
