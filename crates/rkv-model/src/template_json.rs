@@ -16,6 +16,10 @@ use crate::template_bounds::{self as bounds, BoundedString, MAX_STRING_BYTES};
 /// Widest `tojson` indent a template may ask for.
 const MAX_INDENT: usize = 64;
 
+/// Deepest nesting `tojson` writes (Python's `json.dumps` stops near 1,000 with a
+/// `RecursionError`, and at once on a value that contains itself).
+const MAX_DEPTH: usize = 1000;
+
 /// The `tojson` filter.
 pub(crate) fn tojson(
     state: &State,
@@ -54,12 +58,22 @@ pub(crate) fn tojson(
         item_sep: &item_sep,
         key_sep: &key_sep,
         sort_keys,
+        too_deep: std::cell::Cell::new(false),
     };
     // Written straight from the value into a bounded string: a list holding itself many
     // times over is small in memory and huge as text, and indentation grows with depth.
     let mut out = BoundedString::new(MAX_STRING_BYTES);
-    fmt.write(&mut out, value, 0)
-        .map_err(|_| bounds::string_too_long("tojson"))?;
+    if fmt.write(&mut out, value, 0).is_err() {
+        if fmt.too_deep.get() {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "tojson: nested deeper than {MAX_DEPTH} levels (a value containing itself?)"
+                ),
+            ));
+        }
+        return Err(bounds::string_too_long("tojson"));
+    }
     bounds::charge(state, out.buf.len())?;
     Ok(Value::from_safe_string(out.buf))
 }
@@ -76,12 +90,19 @@ struct PyJson<'a> {
     item_sep: &'a str,
     key_sep: &'a str,
     sort_keys: bool,
+    /// Set when [`MAX_DEPTH`] stopped the writing.
+    too_deep: std::cell::Cell<bool>,
 }
 
 impl PyJson<'_> {
     fn newline(&self, out: &mut impl fmt::Write, depth: usize) -> fmt::Result {
         if let Some(ind) = self.indent {
             out.write_char('\n')?;
+            // An empty indent writes nothing: skipping it keeps a deep value linear
+            // (looping over it made a cyclic one quadratic, found by fuzzing).
+            if ind.is_empty() {
+                return Ok(());
+            }
             for _ in 0..depth {
                 out.write_str(ind)?;
             }
@@ -90,6 +111,10 @@ impl PyJson<'_> {
     }
 
     fn write(&self, out: &mut impl fmt::Write, v: &Value, depth: usize) -> fmt::Result {
+        if depth > MAX_DEPTH {
+            self.too_deep.set(true);
+            return Err(fmt::Error);
+        }
         match v.kind() {
             ValueKind::Seq | ValueKind::Iterable => {
                 let items = v.try_iter().map_err(|_| fmt::Error)?;

@@ -28,7 +28,7 @@ fn peak_rss(_reset: bool) -> Option<u64> {
     None
 }
 
-const CASES: [(&str, &str, &str); 31] = [
+const CASES: [(&str, &str, &str); 32] = [
     (
         "nested loops without end",
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
@@ -180,7 +180,12 @@ const CASES: [(&str, &str, &str); 31] = [
     (
         "a map nested 60,000 deep, as indented JSON",
         "{% set ns = namespace(l={}) %}{% for i in range(60000) %}{% set ns.l = {'k': ns.l} %}{% endfor %}{{ ns.l | tojson(indent=8) }}",
-        "tojson would build",
+        "nested deeper than",
+    ),
+    (
+        "a list containing itself, as JSON without indent",
+        "{% set ns = namespace(l=[]) %}{% set ns.l = [ns, 1] %}{{ ns.l | tojson(indent=0) }}",
+        "nested deeper than",
     ),
     (
         "namespaces nested 100,000 deep, dropped",
