@@ -65,23 +65,16 @@ pub(crate) fn add_filters(env: &mut Environment<'_>) {
             Ok::<_, Error>(rv)
         });
     }
-    for name in [
-        "upper",
-        "lower",
-        "title",
-        "capitalize",
-        "trim",
-        "escape",
-        "e",
-    ] {
-        let text = match name {
-            "upper" => Value::from_function(f::upper),
-            "lower" => Value::from_function(f::lower),
-            "title" => Value::from_function(f::title),
-            "capitalize" => Value::from_function(f::capitalize),
-            "trim" => Value::from_function(f::trim),
-            _ => Value::from_function(f::escape),
-        };
+    let text_filters: [(&'static str, Value); 7] = [
+        ("upper", Value::from_function(f::upper)),
+        ("lower", Value::from_function(f::lower)),
+        ("title", Value::from_function(f::title)),
+        ("capitalize", Value::from_function(f::capitalize)),
+        ("trim", Value::from_function(f::trim)),
+        ("escape", Value::from_function(f::escape)),
+        ("e", Value::from_function(f::escape)),
+    ];
+    for (name, text) in text_filters {
         env.add_filter(name, move |state: &State, args: Rest<Value>| {
             text_check(&args)?;
             let rv = text.call(state, &args)?;

@@ -179,7 +179,7 @@ fn add(state: &State, a: Value, b: Value) -> Result<Value, Error> {
         // Lazily joined, but materialised now and then (minijinja copies long chains).
         bounds::charge(state, items.saturating_mul(8))?;
     }
-    native(state, "a + b", a, b)
+    native(state, "a + b", minijinja::context! { a => a, b => b })
 }
 
 /// `a * b`: a repeated string or list checked before it is built; numbers by minijinja.
@@ -209,13 +209,13 @@ fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
             bounds::charge(state, total)?;
         }
     }
-    native(state, "a * b", a, b)
+    native(state, "a * b", minijinja::context! { a => a, b => b })
 }
 
 /// `a[start:stop:step]`, the slice counted as built.
 fn slice(state: &State, a: Value, start: Value, stop: Value, step: Value) -> Result<Value, Error> {
-    let expr = state.env().compile_expression("a[b:c:d]")?;
-    let rv = expr.eval(minijinja::context! { a => a, b => start, c => stop, d => step })?;
+    let args = minijinja::context! { a => a, b => start, c => stop, d => step };
+    let rv = native(state, "a[b:c:d]", args)?;
     bounds::charge_value(state, &rv)?;
     Ok(rv)
 }
@@ -225,11 +225,14 @@ fn contains(state: &State, value: Value, container: Value) -> Result<Value, Erro
     if container.as_str().is_some() && bounds::text_len(&value, MAX_STRING_BYTES).is_none() {
         return Err(bounds::string_too_long("in"));
     }
-    native(state, "a in b", value, container)
+    native(
+        state,
+        "a in b",
+        minijinja::context! { a => value, b => container },
+    )
 }
 
 /// Runs minijinja's own operator (an expression compiled without the rewrite).
-fn native(state: &State, expr: &str, a: Value, b: Value) -> Result<Value, Error> {
-    let expr = state.env().compile_expression(expr)?;
-    expr.eval(minijinja::context! { a => a, b => b })
+fn native(state: &State, expr: &str, args: Value) -> Result<Value, Error> {
+    state.env().compile_expression(expr)?.eval(args)
 }
