@@ -10,7 +10,8 @@
 //! returns the sum in eight fixed lanes; and [`max_lanes`], the row max a softmax subtracts
 //! first. Only IEEE additions, subtractions, multiplications and comparisons, none fused,
 //! in one fixed order: the same bits from a scalar loop, SSE, AVX2 or AVX-512, whatever the
-//! build's target.
+//! build's target. The slice loops are also compiled for AVX2 and taken at run time where
+//! the CPU has it (`crate::simd`), so a portable build runs them 8 lanes wide.
 //!
 //! Must not know: softmax, scores, policies.
 
@@ -82,9 +83,20 @@ pub fn exp_slice(x: &mut [f32], shift: f32) -> f32 {
 }
 
 /// [`exp_slice`]'s step for a part of a longer slice that starts at a multiple of 8:
-/// element `i` of `x` adds into `lanes[i % 8]`.
+/// element `i` of `x` adds into `lanes[i % 8]`. Compiled for 256-bit vectors too, and
+/// that path taken where the CPU has them (the same bits either way: see the header).
 #[inline]
 pub fn exp_into_lanes(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::v3() {
+        // SAFETY: the CPU has the features `v3` names (checked above).
+        return unsafe { v3::exp_into_lanes(x, shift, lanes) };
+    }
+    exp_into_lanes_body(x, shift, lanes)
+}
+
+#[inline(always)]
+fn exp_into_lanes_body(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
     let mut chunks = x.chunks_exact_mut(8);
     for chunk in &mut chunks {
         for (v, lane) in chunk.iter_mut().zip(lanes.iter_mut()) {
@@ -100,7 +112,18 @@ pub fn exp_into_lanes(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
 
 /// The largest entry, ignoring NaN like `f32::max` (`-inf` for none), in eight lanes
 /// (a fold of `f32::max` over the slice does not vectorise).
+#[inline]
 pub fn max_lanes(x: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::v3() {
+        // SAFETY: the CPU has the features `v3` names (checked above).
+        return unsafe { v3::max_lanes(x) };
+    }
+    max_lanes_body(x)
+}
+
+#[inline(always)]
+fn max_lanes_body(x: &[f32]) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; 8];
     let mut chunks = x.chunks_exact(8);
     for chunk in &mut chunks {
@@ -112,6 +135,22 @@ pub fn max_lanes(x: &[f32]) -> f32 {
         *lane = lane.max(v);
     }
     lanes.into_iter().fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// The loops above compiled with x86-64-v3's features, for a portable build on a CPU that
+/// has them (a native build inlines them into the callers anyway). The arithmetic is the
+/// same IEEE operations in the same order (Rust never fuses them), so the same bits.
+#[cfg(target_arch = "x86_64")]
+mod v3 {
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    pub(super) fn exp_into_lanes(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
+        super::exp_into_lanes_body(x, shift, lanes)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    pub(super) fn max_lanes(x: &[f32]) -> f32 {
+        super::max_lanes_body(x)
+    }
 }
 
 #[cfg(test)]

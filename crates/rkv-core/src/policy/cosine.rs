@@ -7,14 +7,18 @@
 //! stored in f32 or f16, flat or in runs ([`Rows`]), and the scans for the latest similar
 //! slot. The oracle and the incremental path both call these, so every threshold decision
 //! `S[i][j] > threshold` is bit-identical between them (and between f16 keys and their f32
-//! widening) and `S[i][j] == S[j][i]` exactly.
+//! widening) and `S[i][j] == S[j][i]` exactly. The scans choose their path once, at their
+//! entry (`crate::simd`; `super::dot::Dots`): the tiles where they apply, and for the
+//! rest a copy of the scan compiled for the 256-bit path or one for the portable one.
 //!
 //! Must not know: thresholds, column sums, selection, the schedule.
 
 use std::ops::Range;
 
-use super::dot::{dot, dots, dots2};
+use super::dot::{dot, Dots, Portable};
 use super::keys::{KeyElem, Rows};
+#[cfg(target_arch = "x86_64")]
+use crate::simd::{self, V3};
 
 /// How many of the newest candidates [`CosineRows::latest_matches`] takes one at a time.
 const SINGLE: usize = 2;
@@ -56,6 +60,12 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         self.entry_from_dot(i, j, dot(self.row(i), self.row(j)))
     }
 
+    /// [`Self::entry`] on the path `l`.
+    #[inline(always)]
+    fn entry_on(&self, l: impl Dots, i: usize, j: usize) -> f32 {
+        self.entry_from_dot(i, j, l.dot(self.row(i), self.row(j)))
+    }
+
     /// `S[i][j]` from `dot(row i, row j)`.
     #[inline(always)]
     pub fn entry_from_dot(&self, i: usize, j: usize, dot: f32) -> f32 {
@@ -69,18 +79,36 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
     /// Row `i` of `S`: `out[j] = S[i][j]` for `j < out.len()` (bit-identical to
     /// [`Self::entry`], computed `BLOCK` entries at a time).
     pub fn entries(&self, i: usize, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(v3) = V3::detect() {
+            // SAFETY: `v3` proves the CPU has the features `entries_v3` enables.
+            return unsafe { self.entries_v3(v3, i, out) };
+        }
+        self.entries_on(Portable::detect(), i, out)
+    }
+
+    /// [`Self::entries`] on the 256-bit path, compiled with its features.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    fn entries_v3(&self, v3: V3, i: usize, out: &mut [f32]) {
+        self.entries_on(v3, i, out)
+    }
+
+    /// [`Self::entries`] on the path `l`.
+    #[inline(always)]
+    fn entries_on(&self, l: impl Dots, i: usize, out: &mut [f32]) {
         let a = self.row(i);
         let mut blocks = out.chunks_exact_mut(BLOCK);
         let mut j0 = 0;
         for block in &mut blocks {
             let rows: [&[E]; BLOCK] = self.keys.rows_at(|k| j0 + k);
-            for (k, (o, d)) in block.iter_mut().zip(dots(a, rows)).enumerate() {
+            for (k, (o, d)) in block.iter_mut().zip(l.dots(a, rows)).enumerate() {
                 *o = self.entry_from_dot(i, j0 + k, d);
             }
             j0 += BLOCK;
         }
         for (k, o) in blocks.into_remainder().iter_mut().enumerate() {
-            *o = self.entry(i, j0 + k);
+            *o = self.entry_on(l, i, j0 + k);
         }
     }
 
@@ -107,6 +135,44 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
     /// `< entry.len()`).
     pub fn latest_matches_of(
         &self,
+        pending: Vec<usize>,
+        threshold: f32,
+        candidates: Range<usize>,
+        latest: &mut [u32],
+        entry: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(v3) = V3::detect() {
+            // SAFETY: `v3` proves the CPU has the features `latest_matches_v3` enables.
+            return unsafe {
+                self.latest_matches_v3(v3, pending, threshold, candidates, latest, entry)
+            };
+        }
+        let l = Portable::detect();
+        self.latest_matches_on(l, pending, threshold, candidates, latest, entry)
+    }
+
+    /// [`Self::latest_matches_of`] on the 256-bit path, compiled with its features.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    fn latest_matches_v3(
+        &self,
+        v3: V3,
+        pending: Vec<usize>,
+        threshold: f32,
+        candidates: Range<usize>,
+        latest: &mut [u32],
+        entry: &mut [f32],
+    ) {
+        self.latest_matches_on(v3, pending, threshold, candidates, latest, entry)
+    }
+
+    /// [`Self::latest_matches_of`] on the path `l` (after the tiles, which choose their
+    /// own).
+    #[inline(always)]
+    fn latest_matches_on(
+        &self,
+        l: impl Dots,
         mut pending: Vec<usize>,
         threshold: f32,
         candidates: Range<usize>,
@@ -128,23 +194,23 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         // reduction), then narrow blocks, so that little is computed past the hits.
         let mut at = 0;
         while at < SINGLE && at < count && !pending.is_empty() {
-            self.match_one(top - 1 - at, &mut pending, &mut out);
+            self.match_one(l, top - 1 - at, &mut pending, &mut out);
             at += 1;
         }
         while !pending.is_empty() {
             let rest = count - at;
             if at < SINGLE + 2 * FIRST_BLOCK && rest >= FIRST_BLOCK {
                 let js: [usize; FIRST_BLOCK] = std::array::from_fn(|k| top - 1 - at - k);
-                self.match_block(js, &mut pending, &mut buf, &mut out);
+                self.match_block(l, js, &mut pending, &mut buf, &mut out);
                 at += FIRST_BLOCK;
             } else if rest >= BLOCK {
                 let js: [usize; BLOCK] = std::array::from_fn(|k| top - 1 - at - k);
-                self.match_block(js, &mut pending, &mut buf, &mut out);
+                self.match_block(l, js, &mut pending, &mut buf, &mut out);
                 at += BLOCK;
             } else {
                 for &i in &pending {
                     let rest = (candidates.start..top - at).rev();
-                    if let Some((j, v)) = self.latest_match(i, threshold, rest) {
+                    if let Some((j, v)) = self.latest_match_on(l, i, threshold, rest) {
                         out.set(i, j, v);
                     }
                 }
@@ -153,9 +219,9 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         }
     }
 
-    /// The share of [`Self::latest_matches_of`] that tiles (`super::tile`: 8 rows x 2
-    /// candidates on AVX-512, 4 x 2 where the target has AVX2, FMA and F16C only) take:
-    /// many rows against a short run of
+    /// The share of [`Self::latest_matches_of`] that tiles take (8 rows x 2 candidates
+    /// where the CPU has AVX-512F, `super::tile_avx512`; 4 x 2 where it has x86-64-v3
+    /// only, `super::tile_avx2`; checked here): many rows against a short run of
     /// candidates above all of them (the old rows against the new slots). Returns how
     /// many candidates it scanned from the top (0 where it does not apply).
     #[inline]
@@ -165,32 +231,52 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         candidates: &Range<usize>,
         out: &mut Resolved<'_>,
     ) -> usize {
-        #[cfg(x86_64_v3)]
-        if pending.len() >= super::tile::MIN_ROWS && pending.iter().all(|&i| i < candidates.start) {
-            // SAFETY: the target has AVX2, FMA and F16C (and AVX-512F where
-            // `super::tile` is the AVX-512 module).
-            return unsafe {
-                super::tile::latest_matches_tiled(
-                    self,
-                    pending,
-                    out.threshold,
-                    candidates.end,
-                    candidates.len(),
-                    out.latest,
-                    out.entry,
-                )
-            };
+        #[cfg(target_arch = "x86_64")]
+        {
+            let applies =
+                |min: usize| pending.len() >= min && pending.iter().all(|&i| i < candidates.start);
+            if simd::avx512() {
+                if applies(super::tile_avx512::MIN_ROWS) {
+                    // SAFETY: the run-time check above: the CPU has the features the
+                    // tiles enable.
+                    return unsafe {
+                        super::tile_avx512::latest_matches_tiled(
+                            self,
+                            pending,
+                            out.threshold,
+                            candidates.end,
+                            candidates.len(),
+                            out.latest,
+                            out.entry,
+                        )
+                    };
+                }
+            } else if simd::v3() && applies(super::tile_avx2::MIN_ROWS) {
+                // SAFETY: the run-time check above: the CPU has the features the tiles
+                // enable.
+                return unsafe {
+                    super::tile_avx2::latest_matches_tiled(
+                        self,
+                        pending,
+                        out.threshold,
+                        candidates.end,
+                        candidates.len(),
+                        out.latest,
+                        out.entry,
+                    )
+                };
+            }
         }
         let _ = (pending, candidates, out);
         0
     }
 
     /// The first steps of [`Self::latest_matches`]: the entry of every pending row with
-    /// candidate `j`, four rows per [`dots`] call; rows with a match are resolved and leave
-    /// `pending` (`dot(c, row) == dot(row, c)` bit for bit, so the entries are
+    /// candidate `j`, four rows per [`Dots::dots`] call; rows with a match are resolved
+    /// and leave `pending` (`dot(c, row) == dot(row, c)` bit for bit, so the entries are
     /// [`Self::entry`]'s).
     #[inline(always)]
-    fn match_one(&self, j: usize, pending: &mut Vec<usize>, out: &mut Resolved<'_>) {
+    fn match_one(&self, l: impl Dots, j: usize, pending: &mut Vec<usize>, out: &mut Resolved<'_>) {
         // Widened once (exact), instead of at every one of its dot products.
         let c: Vec<f32> = self.row(j).iter().map(|x| x.widen()).collect();
         let c = &c[..];
@@ -210,14 +296,14 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         for p in (0..quads).step_by(4) {
             let is = [pending[p], pending[p + 1], pending[p + 2], pending[p + 3]];
             let rows: [&[E]; 4] = self.keys.rows_at(|k| is[k]);
-            let d = dots(c, rows);
+            let d = l.dots(c, rows);
             for (&i, d) in is.iter().zip(d) {
                 keep(i, d, pending);
             }
         }
         for p in quads..n {
             let i = pending[p];
-            keep(i, dot(c, self.row(i)), pending);
+            keep(i, l.dot(c, self.row(i)), pending);
         }
         pending.truncate(still);
     }
@@ -228,6 +314,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
     #[inline(always)]
     fn match_block<const N: usize>(
         &self,
+        l: impl Dots,
         js: [usize; N],
         pending: &mut Vec<usize>,
         buf: &mut [[f32; BLOCK]],
@@ -237,7 +324,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         let mut pairs = buf.chunks_exact_mut(2).zip(pending.chunks_exact(2));
         for (vals, r) in &mut pairs {
             let (i0, i1) = (r[0], r[1]);
-            let d = dots2(self.row(i0), self.row(i1), cand);
+            let d = l.dots2(self.row(i0), self.row(i1), cand);
             for (k, &j) in js.iter().enumerate() {
                 vals[0][k] = self.entry_from_dot(i0, j, d[0][k]);
                 vals[1][k] = self.entry_from_dot(i1, j, d[1][k]);
@@ -246,7 +333,7 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         if pending.len() % 2 == 1 {
             let p = pending.len() - 1;
             let i = pending[p];
-            let d = dots(self.row(i), cand);
+            let d = l.dots(self.row(i), cand);
             for (k, &j) in js.iter().enumerate() {
                 buf[p][k] = self.entry_from_dot(i, j, d[k]);
             }
@@ -274,6 +361,36 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
         &self,
         i: usize,
         threshold: f32,
+        candidates: impl Iterator<Item = usize>,
+    ) -> Option<(usize, f32)> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(v3) = V3::detect() {
+            // SAFETY: `v3` proves the CPU has the features `latest_match_v3` enables.
+            return unsafe { self.latest_match_v3(v3, i, threshold, candidates) };
+        }
+        self.latest_match_on(Portable::detect(), i, threshold, candidates)
+    }
+
+    /// [`Self::latest_match`] on the 256-bit path, compiled with its features.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    fn latest_match_v3(
+        &self,
+        v3: V3,
+        i: usize,
+        threshold: f32,
+        candidates: impl Iterator<Item = usize>,
+    ) -> Option<(usize, f32)> {
+        self.latest_match_on(v3, i, threshold, candidates)
+    }
+
+    /// [`Self::latest_match`] on the path `l`.
+    #[inline(always)]
+    fn latest_match_on(
+        &self,
+        l: impl Dots,
+        i: usize,
+        threshold: f32,
         mut candidates: impl Iterator<Item = usize>,
     ) -> Option<(usize, f32)> {
         let a = self.row(i);
@@ -285,13 +402,18 @@ impl<'a, E: KeyElem> CosineRows<'a, E> {
                 m += 1;
             }
             if m < BLOCK {
-                return js[..m]
-                    .iter()
-                    .map(|&j| (j, self.entry(i, j)))
-                    .find(|&(_, v)| v > threshold);
+                // A plain loop: a closure (`find`'s) would be a function of its own,
+                // without the target features of the path's copy of this body.
+                for &j in &js[..m] {
+                    let v = self.entry_on(l, i, j);
+                    if v > threshold {
+                        return Some((j, v));
+                    }
+                }
+                return None;
             }
             let rows: [&[E]; BLOCK] = self.keys.rows_at(|k| js[k]);
-            let d = dots(a, rows);
+            let d = l.dots(a, rows);
             for (&j, d) in js.iter().zip(d) {
                 let v = self.entry_from_dot(i, j, d);
                 if v > threshold {

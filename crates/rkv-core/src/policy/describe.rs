@@ -41,15 +41,20 @@ pub fn appended_dots<E: KeyElem>(key: &[f32], rows: &[E], out: &mut [f32]) {
 /// Panics if `rows` has fewer rows or another width (a caller's bug, not input).
 pub(super) fn rows_dots<E: KeyElem>(key: &[f32], rows: &Rows<'_, E>, out: &mut [f32]) {
     assert!(key.len() == rows.dim() && rows.len() >= out.len());
-    // Whole groups through one reduction per group of rows (the tile modules'), the rest
-    // four rows at a time.
-    #[cfg(x86_64_v3)]
-    let done = {
-        // SAFETY: the target has AVX2, FMA and F16C (x86-64-v3, which the AVX-512 build
-        // implies); `rows` holds at least `out.len()` rows of `key.len()`.
-        unsafe { super::tile::dots_tiled(key, rows, out) }
+    // Whole groups through one reduction per group of rows (the tile modules', where the
+    // CPU has them), the rest four rows at a time.
+    #[cfg(target_arch = "x86_64")]
+    let done = if crate::simd::avx512() {
+        // SAFETY: the run-time check above: the CPU has the features the tiles enable;
+        // `rows` holds at least `out.len()` rows of `key.len()`.
+        unsafe { super::tile_avx512::dots_tiled(key, rows, out) }
+    } else if crate::simd::v3() {
+        // SAFETY: as above.
+        unsafe { super::tile_avx2::dots_tiled(key, rows, out) }
+    } else {
+        0
     };
-    #[cfg(not(x86_64_v3))]
+    #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
     let quads = done + (out.len() - done) / ROWS * ROWS;
     for i0 in (done..quads).step_by(ROWS) {

@@ -1,22 +1,30 @@
 //! Dot products in one fixed order, over f32 or f16 rows (DESIGN.md §2: the redundancy's
 //! cosine entries must be bit-identical however they are computed).
 //!
-//! Owns: the order (lane `l` of 8 accumulates elements `l, l + 8, ...` by fused
-//! multiply-add, the tail as a partial block, then the tree 8 -> 4 -> 2 -> 1), its
-//! x86-64-v3 (AVX2, FMA, F16C: 256-bit registers) and portable implementations, batched
-//! forms that share loads ([`dots`], [`dots2`]), the norms and f64 sums of scaled rows.
-//! Elements widen to f32 first ([`KeyElem`]; exact for f16), so a result never depends on
-//! whether a row was stored in f16 or widened before.
+//! Owns: the order (lane `l` of 8 accumulates elements `l, l + 8, ...` by multiply-add,
+//! the tail as a partial block, then the tree 8 -> 4 -> 2 -> 1), its x86-64-v3 (AVX2,
+//! FMA, F16C: 256-bit registers) and portable implementations, chosen at run time
+//! (`crate::simd`): [`dot`], [`dots`] and [`dots2`] check at every call, and `Dots`
+//! names the path a generic body is compiled for, so that a hot scan checks once at its
+//! entry instead; also batched forms that share loads ([`dots`], [`dots2`]), the norms and
+//! f64 sums of scaled rows. The multiply-add is fused wherever the x86-64 CPU has FMA
+//! (`madd`; the vector path always fuses), so every path gives the same bits on a given
+//! CPU, and a portable build the same as a native one (off x86-64 it is not fused).
+//! Elements widen to f32 first ([`KeyElem`]; exact for f16), so a result never depends
+//! on whether a row was stored in f16 or widened before.
 //!
 //! Must not know: keys' meaning, thresholds, layouts of the cache.
 
 use super::keys::KeyElem;
+#[cfg(target_arch = "x86_64")]
+use crate::simd;
+use crate::simd::V3;
 
 /// Lanes of the f32 dot product's partial sums (a fixed order). Eight, one 256-bit
-/// register: on this project's machine (AMD Zen 4) a tile of `super::tile` over f16 rows
-/// (the engine's keys) takes about a quarter less time with 256-bit accumulators than
-/// with 512-bit ones (measured one-off: 80 -> 61 TSC cycles at head dim 64, 138 -> 105 at
-/// 128; over f32 rows no change).
+/// register: on this project's machine (AMD Zen 4) a tile of `super::tile_avx512` over f16
+/// rows (the engine's keys) takes about a quarter less time with 256-bit accumulators
+/// than with 512-bit ones (measured one-off: 80 -> 61 TSC cycles at head dim 64, 138 ->
+/// 105 at 128; over f32 rows no change).
 const LANES: usize = 8;
 
 /// Inverse norms `1 / (||k||_2 + 1e-8)` of `len` keys ([`inv_norm`]).
@@ -65,48 +73,52 @@ const SUM_BLOCK: usize = 16;
 /// One block of [`add_scaled_rows`]: per element, the rows' scaled values accumulated in
 /// f32 from zero in row order, then widened and added to `sum` (each row at least
 /// `sum.len()` long). Element by element, so that the accumulator stays in a register
-/// across the block's rows.
+/// across the block's rows: whole registers on the CPU's widest path, the rest here.
 #[inline]
 fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    let done = {
-        // SAFETY: the target has AVX-512F; every row is at least `sum.len()` long.
+    #[cfg(target_arch = "x86_64")]
+    let done = if simd::avx512() {
+        // SAFETY: the run-time check above: the CPU has the features `avx512::add_block`
+        // enables; every row is at least `sum.len()` long.
         unsafe { avx512::add_block(sum, block) }
-    };
-    #[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
-    let done = {
-        // SAFETY: the target has AVX2, FMA and F16C; every row is at least `sum.len()`
-        // long.
+    } else if simd::v3() {
+        // SAFETY: the run-time check above: the CPU has the features `v3::add_block`
+        // enables; every row is at least `sum.len()` long.
         unsafe { v3::add_block(sum, block) }
+    } else {
+        0
     };
-    #[cfg(not(x86_64_v3))]
+    #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
+    let fused = Portable::detect().fused;
     for (k, s) in sum.iter_mut().enumerate().skip(done) {
         let mut t = 0.0f32;
         for &(row, scale) in block {
-            t = madd(row[k].widen(), scale, t);
+            t = madd(fused, row[k].widen(), scale, t);
         }
         *s += f64::from(t);
     }
 }
 
-/// `a * b + c`: fused (one rounding) where the target has FMA, else two roundings. Either
-/// way one fixed function per build, symmetric in `a` and `b`.
+/// `a * b + c`: fused (one rounding) when `fused`, which is whether the CPU has FMA
+/// ([`Portable::detect`]), else two roundings: on any one CPU one fixed function, the one
+/// the vector path computes (always fused, and only taken where the CPU has FMA), so the
+/// paths agree bit for bit. Symmetric in `a` and `b`. The fused form is
+/// [`f32::mul_add`], exact everywhere: an instruction where the build's target has FMA,
+/// else a call to `fmaf` (exact too; slower, but on CPUs with AVX2 only what the vector
+/// paths leave takes it: the last `dim % 8` elements of [`add_block`], `dim % 16` on
+/// AVX-512).
 #[inline(always)]
-fn madd(a: f32, b: f32, c: f32) -> f32 {
-    #[cfg(target_feature = "fma")]
-    {
+fn madd(fused: bool, a: f32, b: f32, c: f32) -> f32 {
+    if fused {
         a.mul_add(b, c)
-    }
-    #[cfg(not(target_feature = "fma"))]
-    {
+    } else {
         a * b + c
     }
 }
 
 /// The fixed reduction of the lane sums: a tree (8 -> 4 -> 2 -> 1), pairing lanes
 /// `(l, l + 4)`, then `(l, l + 2)`, then `(l, l + 1)`.
-#[cfg_attr(x86_64_v3, allow(dead_code))]
 #[inline(always)]
 fn reduce(acc: &[f32; LANES]) -> f32 {
     let v4 = [
@@ -123,19 +135,15 @@ fn reduce(acc: &[f32; LANES]) -> f32 {
 /// in exactly [`dot`]'s order: lane `l` accumulates elements `l, l + LANES, ...` with
 /// [`madd`] (the tail as a partial block), then [`reduce`]. Computing several at once
 /// shares the loads of `a` and overlaps independent chains; the results are bit-identical
-/// to one [`dot`] each.
+/// to one [`dot`] each. The path is chosen at every call (`Dots` chooses once for a
+/// whole scan).
 #[inline(always)]
 pub fn dots<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N]) -> [f32; N] {
-    let bs = bs.map(|b| &b[..a.len()]);
-    #[cfg(x86_64_v3)]
-    {
-        // SAFETY: the target has AVX2, FMA and F16C; every `b` is exactly as long as `a`.
-        unsafe { v3::dots(a, bs) }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v3) = V3::detect() {
+        return v3::dots_entry(v3, a, bs);
     }
-    #[cfg(not(x86_64_v3))]
-    {
-        dots_portable(a, bs)
-    }
+    Portable::detect().dots(a, bs)
 }
 
 /// [`dots`] for two rows `a0`, `a1` of equal length at once (each `b` is loaded once for
@@ -146,31 +154,132 @@ pub fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
     a1: &[A],
     bs: [&[B]; N],
 ) -> [[f32; N]; 2] {
-    let n = a0.len().min(a1.len());
-    let bs = bs.map(|b| &b[..n]);
-    #[cfg(x86_64_v3)]
-    {
-        // SAFETY: the target has AVX2, FMA and F16C; `a0`, `a1` and every `b` have length
-        // `n`.
-        unsafe { v3::dots2(&a0[..n], &a1[..n], bs) }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(v3) = V3::detect() {
+        return v3::dots2_entry(v3, a0, a1, bs);
     }
-    #[cfg(not(x86_64_v3))]
-    {
-        [dots_portable(&a0[..n], bs), dots_portable(&a1[..n], bs)]
+    Portable::detect().dots2(a0, a1, bs)
+}
+
+/// A path of [`dots`], for generic bodies that run many of them: such a body takes an
+/// `impl Dots`, is `#[inline(always)]` down to the products, and is entered once per
+/// path, [`Portable`] or [`V3`], after one check ([`V3::detect`]). Its `V3` copy must be
+/// inlined into a function with `#[target_feature(enable = "avx2,fma,f16c,popcnt")]`
+/// (else it is correct but the intrinsics stay calls). Every path gives [`dots`]'s bits.
+pub(crate) trait Dots: Copy {
+    /// [`dots`] on this path.
+    fn dots<A: KeyElem, B: KeyElem, const N: usize>(self, a: &[A], bs: [&[B]; N]) -> [f32; N];
+
+    /// [`dots2`] on this path.
+    fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
+        self,
+        a0: &[A],
+        a1: &[A],
+        bs: [&[B]; N],
+    ) -> [[f32; N]; 2];
+
+    /// [`dot`] on this path.
+    #[inline(always)]
+    fn dot<A: KeyElem, B: KeyElem>(self, a: &[A], b: &[B]) -> f32 {
+        let n = a.len().min(b.len());
+        self.dots(&a[..n], [&b[..n]])[0]
     }
 }
 
-/// [`dots`] in plain Rust (every `b` exactly as long as `a`).
-#[cfg_attr(x86_64_v3, allow(dead_code))]
+/// The portable path of [`dots`]: plain Rust, its multiply-add fused where the CPU has
+/// FMA ([`madd`]; decided once, here).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Portable {
+    fused: bool,
+}
+
+impl Portable {
+    /// The path, with the CPU's multiply-add.
+    #[inline]
+    pub(crate) fn detect() -> Self {
+        Self {
+            fused: crate::simd::fma(),
+        }
+    }
+}
+
+impl Dots for Portable {
+    #[inline(always)]
+    fn dots<A: KeyElem, B: KeyElem, const N: usize>(self, a: &[A], bs: [&[B]; N]) -> [f32; N] {
+        dots_portable(self.fused, a, bs.map(|b| &b[..a.len()]))
+    }
+
+    #[inline(always)]
+    fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
+        self,
+        a0: &[A],
+        a1: &[A],
+        bs: [&[B]; N],
+    ) -> [[f32; N]; 2] {
+        let n = a0.len().min(a1.len());
+        let bs = bs.map(|b| &b[..n]);
+        [
+            dots_portable(self.fused, &a0[..n], bs),
+            dots_portable(self.fused, &a1[..n], bs),
+        ]
+    }
+}
+
+/// The 256-bit path of [`dots`] (only reached where the token proves the CPU has it; off
+/// x86-64, where no token is ever made, the portable one).
+impl Dots for V3 {
+    #[inline(always)]
+    fn dots<A: KeyElem, B: KeyElem, const N: usize>(self, a: &[A], bs: [&[B]; N]) -> [f32; N] {
+        let bs = bs.map(|b| &b[..a.len()]);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `self` proves the CPU has AVX2, FMA and F16C; every `b` is exactly
+            // as long as `a`.
+            unsafe { v3::dots(a, bs) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            dots_portable(crate::simd::fma(), a, bs)
+        }
+    }
+
+    #[inline(always)]
+    fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
+        self,
+        a0: &[A],
+        a1: &[A],
+        bs: [&[B]; N],
+    ) -> [[f32; N]; 2] {
+        let n = a0.len().min(a1.len());
+        let bs = bs.map(|b| &b[..n]);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: `self` proves the CPU has AVX2, FMA and F16C; `a0`, `a1` and every
+            // `b` have length `n`.
+            unsafe { v3::dots2(&a0[..n], &a1[..n], bs) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Portable::detect().dots2(a0, a1, bs)
+        }
+    }
+}
+
+/// [`dots`] in plain Rust (every `b` exactly as long as `a`), multiply-adds fused when
+/// `fused` ([`madd`]).
 #[inline(always)]
-fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N]) -> [f32; N] {
+fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(
+    fused: bool,
+    a: &[A],
+    bs: [&[B]; N],
+) -> [f32; N] {
     let mut acc = [[0.0f32; LANES]; N];
     let mut chunks = a.chunks_exact(LANES);
     let mut c = 0;
     for ca in &mut chunks {
         for (acc, b) in acc.iter_mut().zip(&bs) {
             for ((s, &x), &y) in acc.iter_mut().zip(ca).zip(&b[c..c + LANES]) {
-                *s = madd(x.widen(), y.widen(), *s);
+                *s = madd(fused, x.widen(), y.widen(), *s);
             }
         }
         c += LANES;
@@ -178,26 +287,74 @@ fn dots_portable<A: KeyElem, B: KeyElem, const N: usize>(a: &[A], bs: [&[B]; N])
     let tail = chunks.remainder();
     for (acc, b) in acc.iter_mut().zip(&bs) {
         for ((s, &x), &y) in acc.iter_mut().zip(tail).zip(&b[c..]) {
-            *s = madd(x.widen(), y.widen(), *s);
+            *s = madd(fused, x.widen(), y.widen(), *s);
         }
     }
     acc.map(|acc| reduce(&acc))
 }
 
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 pub(super) use v3::{fmadd_tail, tail_lanes};
 
-/// [`dots`] on 256-bit registers, built where the target has AVX2, FMA and F16C
-/// (x86-64-v3, which AVX-512F implies): the same arithmetic as [`dots_portable`] (one
-/// lane per register lane, fused multiply-add, the tail's missing lanes left alone, the
-/// same reduction tree).
-#[cfg(x86_64_v3)]
+/// [`dots`] on 256-bit registers, for CPUs with AVX2, FMA and F16C (x86-64-v3, which
+/// AVX-512F implies; checked at run time): the same arithmetic as [`dots_portable`] with
+/// its multiply-add fused (one lane per register lane, fused multiply-add, the tail's
+/// missing lanes left alone, the same reduction tree). Its helpers are
+/// `#[inline(always)]` without target features: they take the features of the
+/// `#[target_feature]` function they are inlined into.
+#[cfg(target_arch = "x86_64")]
 mod v3 {
-    use super::{KeyElem, LANES};
+    use super::{Dots, KeyElem, LANES, V3};
     use std::arch::x86_64::*;
 
+    /// [`Dots::dots`] of `v3` for a caller without the path's target features: the body
+    /// behind one call that has them (where the build's target has them too, a native
+    /// build, that call is an ordinary one to inline).
+    #[inline(always)]
+    pub(super) fn dots_entry<A: KeyElem, B: KeyElem, const N: usize>(
+        v3: V3,
+        a: &[A],
+        bs: [&[B]; N],
+    ) -> [f32; N] {
+        // SAFETY: `v3` proves the CPU has the features `dots_features` enables.
+        unsafe { dots_features(v3, a, bs) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    #[inline]
+    fn dots_features<A: KeyElem, B: KeyElem, const N: usize>(
+        v3: V3,
+        a: &[A],
+        bs: [&[B]; N],
+    ) -> [f32; N] {
+        v3.dots(a, bs)
+    }
+
+    /// [`Dots::dots2`] of `v3`, as [`dots_entry`].
+    #[inline(always)]
+    pub(super) fn dots2_entry<A: KeyElem, B: KeyElem, const N: usize>(
+        v3: V3,
+        a0: &[A],
+        a1: &[A],
+        bs: [&[B]; N],
+    ) -> [[f32; N]; 2] {
+        // SAFETY: `v3` proves the CPU has the features `dots2_features` enables.
+        unsafe { dots2_features(v3, a0, a1, bs) }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    #[inline]
+    fn dots2_features<A: KeyElem, B: KeyElem, const N: usize>(
+        v3: V3,
+        a0: &[A],
+        a1: &[A],
+        bs: [&[B]; N],
+    ) -> [[f32; N]; 2] {
+        v3.dots2(a0, a1, bs)
+    }
+
     /// # Safety
-    /// The target must have AVX2, FMA and F16C, and every `b` must be exactly as long as
+    /// The CPU must have AVX2, FMA and F16C, and every `b` must be exactly as long as
     /// `a`.
     #[inline(always)]
     pub(super) unsafe fn dots<A: KeyElem, B: KeyElem, const N: usize>(
@@ -209,7 +366,7 @@ mod v3 {
     }
 
     /// # Safety
-    /// The target must have AVX2, FMA and F16C; `a0`, `a1` and every `b` must have equal
+    /// The CPU must have AVX2, FMA and F16C; `a0`, `a1` and every `b` must have equal
     /// lengths.
     #[inline(always)]
     pub(super) unsafe fn dots2<A: KeyElem, B: KeyElem, const N: usize>(
@@ -217,12 +374,16 @@ mod v3 {
         a1: &[A],
         bs: [&[B]; N],
     ) -> [[f32; N]; 2] {
-        accumulate::<A, B, N, 2>([a0, a1], bs).map(|acc| reduce_all(acc))
+        let [acc0, acc1] = accumulate::<A, B, N, 2>([a0, a1], bs);
+        [reduce_all(acc0), reduce_all(acc1)]
     }
 
     /// The lane sums of every `a` (`R` of them) against every `b` (`N`): lane `l`
     /// accumulates elements `l, l + LANES, ...` with a fused multiply-add, the tail's
-    /// missing lanes untouched.
+    /// missing lanes untouched. (Here and in the tiles, intrinsics are called in plain
+    /// loops, not in closures such as `array::map`'s: a closure is a function of its own,
+    /// without the target features of the function this is inlined into, and a build for
+    /// the portable target left its intrinsics as calls.)
     #[inline(always)]
     unsafe fn accumulate<A: KeyElem, B: KeyElem, const N: usize, const R: usize>(
         a: [&[A]; R],
@@ -234,8 +395,11 @@ mod v3 {
         let pb = bs.map(<[B]>::as_ptr);
         let mut acc = [[_mm256_setzero_ps(); N]; R];
         let mut c = 0;
+        let mut va = [_mm256_setzero_ps(); R];
         while c < full {
-            let va = pa.map(|p| A::load8(p.add(c)));
+            for r in 0..R {
+                va[r] = A::load8(pa[r].add(c));
+            }
             for k in 0..N {
                 let vb = B::load8(pb[k].add(c));
                 for r in 0..R {
@@ -246,7 +410,9 @@ mod v3 {
         }
         if full < n {
             let live = tail_lanes(n - full);
-            let va = pa.map(|p| A::load8_first(p.add(full), n - full));
+            for r in 0..R {
+                va[r] = A::load8_first(pa[r].add(full), n - full);
+            }
             for k in 0..N {
                 let vb = B::load8_first(pb[k].add(full), n - full);
                 for r in 0..R {
@@ -262,7 +428,7 @@ mod v3 {
     /// sum into `+0.0`).
     ///
     /// # Safety
-    /// The target must have AVX2.
+    /// The CPU must have AVX2.
     #[inline(always)]
     pub(in crate::policy) unsafe fn tail_lanes(n: usize) -> __m256 {
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -273,7 +439,7 @@ mod v3 {
     /// `acc` as it is in the others.
     ///
     /// # Safety
-    /// The target must have AVX2 and FMA.
+    /// The CPU must have AVX2 and FMA.
     #[inline(always)]
     pub(in crate::policy) unsafe fn fmadd_tail(
         a: __m256,
@@ -289,10 +455,9 @@ mod v3 {
     /// order); returns how many it did.
     ///
     /// # Safety
-    /// The target must have AVX2, FMA and F16C; every row must be at least `sum.len()`
-    /// long.
-    #[cfg_attr(target_feature = "avx512f", allow(dead_code))]
-    #[inline(always)]
+    /// The CPU must have the features this enables; every row must be at least
+    /// `sum.len()` long.
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
     pub(super) unsafe fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) -> usize {
         let n = sum.len();
         let full = n - n % LANES;
@@ -329,7 +494,7 @@ mod v3 {
     /// `at[0..8] += t`, each f32 lane widened to f64.
     ///
     /// # Safety
-    /// The target must have AVX2; `at` must point to 8 writable f64.
+    /// The CPU must have AVX2; `at` must point to 8 writable f64.
     #[inline(always)]
     unsafe fn add_widened(at: *mut f64, t: __m256) {
         let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(t));
@@ -387,8 +552,9 @@ mod v3 {
     }
 }
 
-/// [`super::add_block`]'s whole registers on 512-bit registers.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+/// [`super::add_block`]'s whole registers on 512-bit registers, for CPUs with AVX-512F
+/// (checked at run time).
+#[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::KeyElem;
     use std::arch::x86_64::*;
@@ -397,8 +563,9 @@ mod avx512 {
     /// (`n = sum.len()`), 16 at a time; returns how many it did.
     ///
     /// # Safety
-    /// The target must have AVX-512F; every row must be at least `sum.len()` long.
-    #[inline(always)]
+    /// The CPU must have the features this enables; every row must be at least
+    /// `sum.len()` long.
+    #[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
     pub(super) unsafe fn add_block<E: KeyElem>(sum: &mut [f64], block: &[(&[E], f32)]) -> usize {
         let n = sum.len();
         let full = n - n % 16;
@@ -470,10 +637,20 @@ mod tests {
             );
             let one: [f32; 1] = dots(&a, [rows[2]]);
             assert_eq!(one[0].to_bits(), got[2].to_bits(), "n {n}");
-            #[cfg(target_feature = "fma")]
+            // The path the CPU takes and the portable one (with the CPU's multiply-add)
+            // agree bit for bit.
+            let fused = Portable::detect().fused;
             assert_eq!(
                 got.map(f32::to_bits),
-                dots_portable(&a, rows).map(f32::to_bits),
+                dots_portable(fused, &a, rows).map(f32::to_bits),
+                "n {n}"
+            );
+            let portable = Portable::detect();
+            assert_eq!(
+                portable
+                    .dots2(&a, &other, rows)
+                    .map(|g| g.map(f32::to_bits)),
+                [got, g1].map(|g| g.map(f32::to_bits)),
                 "n {n}"
             );
             // f16 rows give what their exact f32 widening gives.
@@ -492,16 +669,7 @@ mod tests {
             let want = dots(&wa, wrows).map(f32::to_bits);
             assert_eq!(dots(&ha, hrows).map(f32::to_bits), want, "n {n}");
             assert_eq!(dots(&wa, hrows).map(f32::to_bits), want, "n {n}");
-            assert_eq!(dots_portable(&ha, hrows).map(f32::to_bits), {
-                #[cfg(target_feature = "fma")]
-                {
-                    want
-                }
-                #[cfg(not(target_feature = "fma"))]
-                {
-                    dots_portable(&wa, wrows).map(f32::to_bits)
-                }
-            });
+            assert_eq!(dots_portable(fused, &ha, hrows).map(f32::to_bits), want);
             let [h0, _] = dots2(&ha, &ha, hrows);
             assert_eq!(h0.map(f32::to_bits), want, "n {n}");
             assert_eq!(inv_norm(&ha).to_bits(), inv_norm(&wa).to_bits());
@@ -512,6 +680,7 @@ mod tests {
     /// order and added to the f64 sum; the same bits for f16 rows and their widening.
     #[test]
     fn add_scaled_rows_in_blocks() {
+        let fused = Portable::detect().fused;
         for d in [5usize, 16, 37, 48, 64, 128] {
             let n = 2 * SUM_BLOCK + 7;
             let vals: Vec<f32> = (0..n * d).map(|k| (k as f32 * 0.77).sin() * 2.5).collect();
@@ -523,7 +692,7 @@ mod tests {
                 for (k, w) in want.iter_mut().enumerate() {
                     let t = block
                         .iter()
-                        .fold(0.0f32, |t, &r| madd(vals[r * d + k], scale(r), t));
+                        .fold(0.0f32, |t, &r| madd(fused, vals[r * d + k], scale(r), t));
                     *w += f64::from(t);
                 }
             }
@@ -566,8 +735,9 @@ mod tests {
         assert!((f64::from(dot(&a, &b)) - exact).abs() < 1e-5);
         let mut sum = vec![1.0f64; 19];
         add_scaled_rows(&mut sum, [(&a[..], 0.5), (&b[..], -2.0)]);
+        let fused = Portable::detect().fused;
         let block: Vec<f32> = (0..19)
-            .map(|k| madd(b[k], -2.0, madd(a[k], 0.5, 0.0)))
+            .map(|k| madd(fused, b[k], -2.0, madd(fused, a[k], 0.5, 0.0)))
             .collect();
         for (k, (s, w)) in sum.iter().zip(&block).enumerate() {
             assert_eq!(s.to_bits(), (1.0 + f64::from(*w)).to_bits(), "{k}");

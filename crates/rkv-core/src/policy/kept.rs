@@ -3,10 +3,11 @@
 //! remapped to their new indices, their zeroed entries and inverse norms, the rows whose
 //! latest similar slot was evicted, and the evicted rows themselves.
 //!
-//! Owns: that pass, in plain Rust without branches on which rows are kept and, where the
-//! target has AVX-512F, 16 rows at a time (the kept lanes packed by compress, the remap a
-//! gather), where it has AVX2 only, 8 at a time (packed by a permutation looked up by the
-//! mask); all give the same output as the definition (a branch per row, in the tests).
+//! Owns: that pass, in plain Rust without branches on which rows are kept and, chosen at
+//! run time (`crate::simd`), where the CPU has AVX-512F 16 rows at a time (the kept lanes
+//! packed by compress, the remap a gather), where it has x86-64-v3 (AVX2) only, 8 at a
+//! time (packed by a permutation looked up by the mask); all give the same output as the
+//! definition (a branch per row, in the tests).
 //!
 //! Must not know: what the entries mean, the key sum, selection rules.
 
@@ -40,27 +41,23 @@ pub(super) fn carry(new_index: &[u32], latest: &[u32], entry: &[f32], inv: &[f32
         .min(entry.len())
         .min(inv.len());
     let mut out = Carried::default();
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    let done = if len <= i32::MAX as usize {
-        // SAFETY: the target has AVX-512F; the slices are at least `len` (`new_index`
-        // `len + 1`) long; every index fits the gather's signed 32 bits.
-        unsafe { avx512::carry(&new_index[..=len], latest, entry, inv, &mut out) }
-    } else {
+    #[cfg(target_arch = "x86_64")]
+    let done = if len > i32::MAX as usize {
         0
-    };
-    #[cfg(all(
-        target_arch = "x86_64",
-        not(target_feature = "avx512f"),
-        target_feature = "avx2"
-    ))]
-    let done = if len <= i32::MAX as usize {
-        // SAFETY: the target has AVX2; the slices are at least `len` (`new_index`
-        // `len + 1`) long; every index fits the gather's signed 32 bits.
+    } else if crate::simd::avx512() {
+        // SAFETY: the run-time check above: the CPU has the features `avx512::carry`
+        // enables; the slices are at least `len` (`new_index` `len + 1`) long; every
+        // index fits the gather's signed 32 bits.
+        unsafe { avx512::carry(&new_index[..=len], latest, entry, inv, &mut out) }
+    } else if crate::simd::v3() {
+        // SAFETY: the run-time check above: the CPU has the features `avx2::carry`
+        // enables; the slices are at least `len` (`new_index` `len + 1`) long; every
+        // index fits the gather's signed 32 bits.
         unsafe { avx2::carry(&new_index[..=len], latest, entry, inv, &mut out) }
     } else {
         0
     };
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+    #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
     carry_rows(done..len, &new_index[..=len], latest, entry, inv, &mut out);
     out
@@ -111,10 +108,7 @@ fn carry_rows(
 
 /// The output buffers of a vectorised pass (`avx512`, `avx2`), written a group of rows at
 /// a time at the counts so far (so with a group's width of slack), then cut to them.
-#[cfg(all(
-    target_arch = "x86_64",
-    any(target_feature = "avx512f", target_feature = "avx2")
-))]
+#[cfg(target_arch = "x86_64")]
 struct Groups {
     latest: Vec<u32>,
     entry: Vec<f32>,
@@ -126,10 +120,7 @@ struct Groups {
     gone: usize,
 }
 
-#[cfg(all(
-    target_arch = "x86_64",
-    any(target_feature = "avx512f", target_feature = "avx2")
-))]
+#[cfg(target_arch = "x86_64")]
 impl Groups {
     /// Buffers for `len` rows, in groups of `lanes`.
     fn new(len: usize, lanes: usize) -> Self {
@@ -173,9 +164,10 @@ impl Groups {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+/// The pass 16 rows at a time, for CPUs with AVX-512F (checked at run time).
+#[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::super::tile::{pack_epi32, pack_ps};
+    use super::super::tile_avx512::{pack_epi32, pack_ps};
     use super::{Carried, Groups, NONE};
     use std::arch::x86_64::*;
 
@@ -186,8 +178,9 @@ mod avx512 {
     /// returns how many rows it did. No branch on which rows are kept.
     ///
     /// # Safety
-    /// The target must have AVX-512F; `latest`, `entry` and `inv` at least `len` long;
-    /// `len <= i32::MAX` (the gather's indices are signed).
+    /// The CPU must have the features this enables; `latest`, `entry` and `inv` at least
+    /// `len` long; `len <= i32::MAX` (the gather's indices are signed).
+    #[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
     pub(super) unsafe fn carry(
         new_index: &[u32],
         latest: &[u32],
@@ -223,13 +216,10 @@ mod avx512 {
     }
 }
 
-/// The pass 8 rows at a time on AVX2 CPUs without AVX-512 (AMD Zen 1-3): the remap a
-/// gather, the kept lanes packed by a permutation looked up by their 8-bit mask.
-#[cfg(all(
-    target_arch = "x86_64",
-    not(target_feature = "avx512f"),
-    target_feature = "avx2"
-))]
+/// The pass 8 rows at a time on x86-64-v3 CPUs without AVX-512 (AMD Zen 1-3; checked at
+/// run time): the remap a gather, the kept lanes packed by a permutation looked up by
+/// their 8-bit mask.
+#[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Carried, Groups, NONE};
     use std::arch::x86_64::*;
@@ -260,8 +250,9 @@ mod avx2 {
     /// how many rows it did. No branch on which rows are kept.
     ///
     /// # Safety
-    /// The target must have AVX2; `latest`, `entry` and `inv` at least `len` long;
-    /// `len <= i32::MAX` (the gather's indices are signed).
+    /// The CPU must have the features this enables; `latest`, `entry` and `inv` at least
+    /// `len` long; `len <= i32::MAX` (the gather's indices are signed).
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
     pub(super) unsafe fn carry(
         new_index: &[u32],
         latest: &[u32],

@@ -2,9 +2,10 @@
 //! one contiguous `[L, d]` slice or runs of `2^k` rows each (a paged cache's blocks), so
 //! that the engine need not gather or widen them before a compression.
 //!
-//! Owns: [`KeyElem`] (how an element widens to f32, also 16 at a time on AVX-512: f16 to
-//! f32 is exact, so every computation on f16 keys equals the same computation on their
-//! widened f32 copies bit for bit), [`Rows`] (row `i` of either layout, and asking the
+//! Owns: [`KeyElem`] (how an element widens to f32, also 8 at a time on AVX2 and 16 on
+//! AVX-512, for the SIMD paths the CPU is checked for at run time: f16 to f32 is exact,
+//! so every computation on f16 keys equals the same computation on their widened f32
+//! copies bit for bit), [`Rows`] (row `i` of either layout, and asking the
 //! memory ahead for rows read in place) and [`KeyRows`] (the element type chosen at run
 //! time, [`each_rows!`] to run one generic body on either) with their shape checks.
 //!
@@ -38,27 +39,29 @@ pub trait KeyElem: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// `dst[k] = src[k].widen()` for the shorter length (vectorised where it can be).
     fn widen_into(src: &[Self], dst: &mut [f32]);
 
-    /// Sixteen consecutive elements at `p`, widened.
+    /// Sixteen consecutive elements at `p`, widened. For the AVX-512 paths: fast only
+    /// inlined into a function with their target features (`crate::simd`).
     ///
     /// # Safety
-    /// The target must have AVX-512F and `p` must point to 16 readable elements.
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    /// The CPU must have AVX-512F (the caller's run-time check) and `p` must point to 16
+    /// readable elements.
+    #[cfg(target_arch = "x86_64")]
     unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
 
-    /// Eight consecutive elements at `p`, widened.
+    /// Eight consecutive elements at `p`, widened. For the 256-bit paths: fast only
+    /// inlined into a function with their target features (`crate::simd`).
     ///
     /// # Safety
-    /// The target must have AVX2, FMA and F16C (x86-64-v3) and `p` must point to 8
-    /// readable elements.
-    #[cfg(x86_64_v3)]
+    /// The CPU must have AVX2, FMA and F16C (x86-64-v3; the caller's run-time check) and
+    /// `p` must point to 8 readable elements.
+    #[cfg(target_arch = "x86_64")]
     unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
 
     /// The first `n < 8` elements at `p`, widened, the other lanes zero.
     ///
     /// # Safety
-    /// The target must have AVX2, FMA and F16C and `p` must point to `n` readable
-    /// elements.
-    #[cfg(x86_64_v3)]
+    /// The CPU must have AVX2, FMA and F16C and `p` must point to `n` readable elements.
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load8_first(p: *const Self, n: usize) -> std::arch::x86_64::__m256 {
         let mut tail = [Self::ZERO; 8];
@@ -81,13 +84,13 @@ impl KeyElem for f32 {
         dst[..n].copy_from_slice(&src[..n]);
     }
 
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load16(p: *const f32) -> std::arch::x86_64::__m512 {
         std::arch::x86_64::_mm512_loadu_ps(p)
     }
 
-    #[cfg(x86_64_v3)]
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
         std::arch::x86_64::_mm256_loadu_ps(p)
@@ -109,14 +112,14 @@ impl KeyElem for f16 {
         src[..n].convert_to_f32_slice(&mut dst[..n]);
     }
 
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load16(p: *const f16) -> std::arch::x86_64::__m512 {
         use std::arch::x86_64::*;
         _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
     }
 
-    #[cfg(x86_64_v3)]
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load8(p: *const f16) -> std::arch::x86_64::__m256 {
         use std::arch::x86_64::*;

@@ -21,15 +21,15 @@ pub mod redundancy;
 pub mod redundancy_fast;
 pub mod select;
 pub mod streaming;
-/// The incremental redundancy's tiled passes under one name, `tile`, wherever the target
-/// has x86-64-v3 (AVX2, FMA, F16C, which AVX-512F implies): 8 rows x 2 vectors on
-/// AVX-512 (`tile.rs`), 4 x 2 without it (`tile_avx2.rs`: the same functions and
-/// constants); callers gate on x86-64-v3 alone.
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-mod tile;
-#[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
-#[path = "tile_avx2.rs"]
-mod tile;
+/// The incremental redundancy's tiled passes, both built on every x86-64 target and
+/// chosen at run time (`crate::simd`): 8 rows x 2 vectors where the CPU has AVX-512F
+/// (`tile_avx512`), 4 x 2 where it has x86-64-v3 (AVX2, FMA, F16C) only (`tile_avx2`),
+/// with the same functions and constants; callers check `simd::avx512()`, then
+/// `simd::v3()`, and keep their portable loops for the rest.
+#[cfg(target_arch = "x86_64")]
+mod tile_avx2;
+#[cfg(target_arch = "x86_64")]
+mod tile_avx512;
 
 pub use describe::{appended_dots, AppendedRows};
 pub use explain::{select_keep_explained, Explained};

@@ -12,9 +12,10 @@
 //!   `k̂_j . (sum_i k̂_i) - ||k̂_j||^2` in O(L d), minus the one zeroed entry `S[i][r(i)]`
 //!   of every row. The sweep is the compression's first read of most keys, straight from
 //!   the cache ([`KeyRows`]: f16 or f32, in the cache's runs), so it prefetches ahead (and
-//!   the policy has asked for the keys during the importance already); on AVX-512 it
-//!   runs in tiles (`super::tile`: 8 rows on AVX-512, resolving 16 rows at a time
-//!   without branches, 4 rows on AVX2);
+//!   the policy has asked for the keys during the importance already); where the CPU has
+//!   the SIMD paths (checked at run time, `crate::simd`) it runs in tiles
+//!   (`super::tile_avx512`: 8 rows on AVX-512, resolving 16 rows at a time without
+//!   branches; `super::tile_avx2`: 4 rows on AVX2);
 //! - `r(i)` for the other slots appended since the last compression by a descending scan
 //!   over all slots (stopping at the first match), and for other older rows a descending
 //!   scan over the new slots only (new slots have larger indices, so a match there wins;
@@ -330,15 +331,28 @@ fn incremental<'a, E: KeyElem>(
     };
     let mut inv = Vec::with_capacity(len);
     inv.extend_from_slice(&state.inv_norm);
-    // SAFETY (tiled norms): the target has x86-64-v3 (and AVX-512F where `super::tile`
-    // is the AVX-512 module).
-    #[cfg(x86_64_v3)]
-    let done = unsafe {
-        super::tile::inv_norms_tiled(&rows, old, len, &mut inv, |i| {
-            rows.prefetch(i + AHEAD / 4, super::tile::NORM_ROWS)
-        })
+    // Whole groups of rows through the tiles where the CPU has them.
+    #[cfg(target_arch = "x86_64")]
+    let done = if crate::simd::avx512() {
+        use super::tile_avx512::{inv_norms_tiled, NORM_ROWS};
+        // SAFETY: the run-time check above: the CPU has the features the tiles enable.
+        unsafe {
+            inv_norms_tiled(&rows, old, len, &mut inv, |i| {
+                rows.prefetch(i + AHEAD / 4, NORM_ROWS)
+            })
+        }
+    } else if crate::simd::v3() {
+        use super::tile_avx2::{inv_norms_tiled, NORM_ROWS};
+        // SAFETY: as above.
+        unsafe {
+            inv_norms_tiled(&rows, old, len, &mut inv, |i| {
+                rows.prefetch(i + AHEAD / 4, NORM_ROWS)
+            })
+        }
+    } else {
+        0
     };
-    #[cfg(not(x86_64_v3))]
+    #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
     for i in old + done..len {
         rows.prefetch(i + AHEAD / 4, 1);
@@ -504,24 +518,47 @@ fn newest_and_sums<E: KeyElem>(
     // and the hits are selected, not branched on (the decision is data-dependent).
     let mut pending = vec![0usize; len + 16];
     let mut n = 0;
-    // SAFETY (tiled sweep): the target has x86-64-v3 (and AVX-512F where `super::tile`
-    // is the AVX-512 module); `pending` has 16 entries of slack.
-    #[cfg(x86_64_v3)]
-    let done = unsafe {
-        super::tile::newest_and_sums_tiled(
-            s,
-            &c,
-            &sum,
-            threshold,
-            latest,
-            entry,
-            &mut sweep.sum_dots,
-            &mut pending,
-            &mut n,
-            |i| s.keys.prefetch(i + AHEAD, super::tile::SWEEP_ROWS),
-        )
+    // Tiles where the CPU has them.
+    #[cfg(target_arch = "x86_64")]
+    let done = if crate::simd::avx512() {
+        use super::tile_avx512::{newest_and_sums_tiled, SWEEP_ROWS};
+        // SAFETY: the run-time check above: the CPU has the features the tiles enable;
+        // `pending` has 16 entries of slack.
+        unsafe {
+            newest_and_sums_tiled(
+                s,
+                &c,
+                &sum,
+                threshold,
+                latest,
+                entry,
+                &mut sweep.sum_dots,
+                &mut pending,
+                &mut n,
+                |i| s.keys.prefetch(i + AHEAD, SWEEP_ROWS),
+            )
+        }
+    } else if crate::simd::v3() {
+        use super::tile_avx2::{newest_and_sums_tiled, SWEEP_ROWS};
+        // SAFETY: the run-time check above: the CPU has the features the tiles enable.
+        unsafe {
+            newest_and_sums_tiled(
+                s,
+                &c,
+                &sum,
+                threshold,
+                latest,
+                entry,
+                &mut sweep.sum_dots,
+                &mut pending,
+                &mut n,
+                |i| s.keys.prefetch(i + AHEAD, SWEEP_ROWS),
+            )
+        }
+    } else {
+        0
     };
-    #[cfg(not(x86_64_v3))]
+    #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
     let (c, sum32) = (&c[..dim], &sum[..dim]);
     let mut resolve = |i: usize, d: f32| {

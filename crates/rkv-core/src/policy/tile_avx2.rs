@@ -15,9 +15,12 @@
 //! one compare mask without branching on the data.
 //!
 //! Must not know: what the rows mean beyond the entry function, column sums, selection.
-//! Only built where the target has AVX2, FMA and F16C but not AVX-512F (which has its
-//! own tiles, `tile.rs`, in twice the registers); `super::tile` names this module there,
-//! with the same functions and constants. The callers keep their portable loops.
+//! Taken where the CPU has AVX2, FMA and F16C but not AVX-512F (which has its own tiles,
+//! `tile_avx512.rs`, in twice the registers, with the same functions and constants),
+//! chosen at run time by the callers (`crate::simd`), which keep their portable loops.
+//! The entry points carry `#[target_feature(enable = "avx2,fma,f16c,popcnt")]`: the
+//! `#[inline(always)]` helpers here and in `super::dot` and `super::keys` are compiled
+//! into them.
 
 use std::arch::x86_64::*;
 
@@ -59,7 +62,8 @@ const BLOCK: usize = 64;
 /// scanned against, from the top.
 ///
 /// # Safety
-/// The target must have AVX2, FMA and F16C.
+/// The CPU must have the features this enables (the caller's run-time check).
+#[target_feature(enable = "avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     s: &CosineRows<'_, E>,
     pending: &mut Vec<usize>,
@@ -178,7 +182,8 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
 /// are read.
 ///
 /// # Safety
-/// The target must have AVX2, FMA and F16C.
+/// The CPU must have the features this enables (the caller's run-time check).
+#[target_feature(enable = "avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
     rows: &Rows<'_, E>,
     start: usize,
@@ -208,8 +213,10 @@ pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
 /// most `out.len()`); the rest is the caller's.
 ///
 /// # Safety
-/// The target must have AVX2, FMA and F16C; `key.len() == rows.dim()` and `rows` holds
-/// at least `out.len()` rows.
+/// The CPU must have the features this enables (the caller's run-time check).
+/// `key.len() == rows.dim()` and `rows` holds at least `out.len()` rows, else this
+/// panics.
+#[target_feature(enable = "avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn dots_tiled<E: KeyElem>(
     key: &[f32],
     rows: &Rows<'_, E>,
@@ -230,6 +237,8 @@ pub(super) unsafe fn dots_tiled<E: KeyElem>(
 /// themselves when `key` is `None` (squared norms), in [`super::dot`]'s order (the tail
 /// as a partial block); row `q`'s product in lane `q`. One reduction for the 8 rows:
 /// [`inv_norms_tiled`] and [`dots_tiled`].
+// Matches, not `Option::map`: no intrinsic in a closure (see `super::dot`'s `accumulate`).
+#[allow(clippy::manual_map)]
 #[inline(always)]
 unsafe fn group_dots<E: KeyElem>(r: [*const E; W], key: Option<*const f32>, d: usize) -> __m256 {
     let full = d - d % W;
@@ -239,7 +248,10 @@ unsafe fn group_dots<E: KeyElem>(r: [*const E; W], key: Option<*const f32>, d: u
     let mut acc = [_mm256_setzero_ps(); W];
     let mut c = 0;
     while c < full {
-        let kv = key.map(|k| _mm256_loadu_ps(k.add(c)));
+        let kv = match key {
+            Some(k) => Some(_mm256_loadu_ps(k.add(c))),
+            None => None,
+        };
         for (q, p) in r.iter().enumerate() {
             let x = E::load8(p.add(c));
             acc[reg(q)] = _mm256_fmadd_ps(x, kv.unwrap_or(x), acc[reg(q)]);
@@ -248,7 +260,10 @@ unsafe fn group_dots<E: KeyElem>(r: [*const E; W], key: Option<*const f32>, d: u
     }
     if full < d {
         let live = tail_lanes(d - full);
-        let kv = key.map(|k| f32::load8_first(k.add(c), d - full));
+        let kv = match key {
+            Some(k) => Some(f32::load8_first(k.add(c), d - full)),
+            None => None,
+        };
         for (q, p) in r.iter().enumerate() {
             let x = E::load8_first(p.add(c), d - full);
             acc[reg(q)] = fmadd_tail(x, kv.unwrap_or(x), acc[reg(q)], live);
@@ -267,8 +282,9 @@ unsafe fn group_dots<E: KeyElem>(r: [*const E; W], key: Option<*const f32>, d: u
 /// are read (to ask the memory for rows ahead of them).
 ///
 /// # Safety
-/// The target must have AVX2, FMA and F16C.
+/// The CPU must have the features this enables (the caller's run-time check).
 #[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
     s: &CosineRows<'_, E>,
     c: &[f32],
@@ -361,7 +377,7 @@ fn move_down<T: Copy + Default>(x: &mut [T], from: usize, to: usize) {
 /// row), the rest one at a time.
 ///
 /// # Safety
-/// The target must have AVX2, FMA and F16C.
+/// The CPU must have AVX2, FMA and F16C.
 #[inline(always)]
 unsafe fn widen<E: KeyElem>(src: &[E], dst: &mut [f32]) {
     let n = src.len().min(dst.len());
@@ -418,22 +434,24 @@ unsafe fn tile<E: KeyElem>(
 #[inline(always)]
 unsafe fn reduce8(a: [__m256; 8]) -> __m256 {
     // Level 1: x[m] = [a[2m] (4 lanes) | a[2m + 1] (4 lanes)].
-    let x: [__m256; 4] = std::array::from_fn(|m| {
+    let mut x = [_mm256_setzero_ps(); 4];
+    for m in 0..4 {
         let (p, q) = (a[2 * m], a[2 * m + 1]);
-        _mm256_add_ps(
+        x[m] = _mm256_add_ps(
             _mm256_permute2f128_ps::<0x20>(p, q),
             _mm256_permute2f128_ps::<0x31>(p, q),
-        )
-    });
+        );
+    }
     // Level 2: per 128-bit block, two lanes from x[2n] and two from x[2n + 1]: block 0
     // registers 4n, 4n + 2, block 1 registers 4n + 1, 4n + 3.
-    let z: [__m256; 2] = std::array::from_fn(|n| {
+    let mut z = [_mm256_setzero_ps(); 2];
+    for n in 0..2 {
         let (p, q) = (x[2 * n], x[2 * n + 1]);
-        _mm256_add_ps(
+        z[n] = _mm256_add_ps(
             _mm256_shuffle_ps::<0x44>(p, q),
             _mm256_shuffle_ps::<0xEE>(p, q),
-        )
-    });
+        );
+    }
     // Level 3: per block, one lane each from z[0] (two registers) and z[1] (two).
     _mm256_add_ps(
         _mm256_shuffle_ps::<0x88>(z[0], z[1]),
@@ -443,15 +461,39 @@ unsafe fn reduce8(a: [__m256; 8]) -> __m256 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dot::{dot, inv_norm, inv_norms};
+    use super::super::dot::{dot, inv_norm, inv_norms, Dots, Portable};
     use super::super::keys::Rows;
     use super::*;
     use half::f16;
 
-    /// Every dot of a tile equals its own [`dot`], bit for bit, for f32 and f16 rows of
-    /// every width (full registers and a partial tail).
+    /// Whether the CPU runs this module (else its tests have nothing to check).
+    fn runs() -> bool {
+        crate::simd::v3()
+    }
+
+    /// [`tile`] with the entry points' features, its lanes stored.
+    ///
+    /// # Safety
+    /// As [`tile`]'s, and the CPU must have the features this enables.
+    #[target_feature(enable = "avx2,fma,f16c,popcnt")]
+    unsafe fn tile_lanes<E: KeyElem>(
+        r: [*const E; ROWS],
+        c0: *const f32,
+        c1: *const f32,
+        d: usize,
+    ) -> [f32; W] {
+        let mut out = [0.0f32; W];
+        _mm256_storeu_ps(out.as_mut_ptr(), tile(r, c0, c1, d));
+        out
+    }
+
+    /// Every dot of a tile equals its own [`dot`], and the portable loop's, bit for bit,
+    /// for f32 and f16 rows of every width (full registers and a partial tail).
     #[test]
     fn tile_dots_match_dot() {
+        if !runs() {
+            return;
+        }
         for d in [1usize, 5, 16, 17, 40, 64, 128] {
             let dp = d.div_ceil(W) * W;
             let val = |s: usize, k: usize| ((s * 131 + k * 7) as f32 * 0.173).sin() * 1.7;
@@ -465,22 +507,19 @@ mod tests {
                     .collect()
             };
             let (c0, c1) = (pad(50), pad(51));
-            let run = |v: __m256| unsafe {
-                let mut out = [0.0f32; W];
-                _mm256_storeu_ps(out.as_mut_ptr(), v);
-                out
-            };
-            let got32 = run(unsafe {
-                let ptrs: [*const f32; ROWS] = std::array::from_fn(|r| rows[r * d..].as_ptr());
-                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
-            });
-            let got16 = run(unsafe {
-                let ptrs: [*const f16; ROWS] = std::array::from_fn(|r| half[r * d..].as_ptr());
-                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
-            });
+            let ptrs32: [*const f32; ROWS] = std::array::from_fn(|r| rows[r * d..].as_ptr());
+            let ptrs16: [*const f16; ROWS] = std::array::from_fn(|r| half[r * d..].as_ptr());
+            // SAFETY: `runs()` above: the CPU has the features `tile_lanes` enables; every
+            // row has `d` elements, the vectors whole registers.
+            let got32 = unsafe { tile_lanes(ptrs32, c0.as_ptr(), c1.as_ptr(), d) };
+            // SAFETY: as above.
+            let got16 = unsafe { tile_lanes(ptrs16, c0.as_ptr(), c1.as_ptr(), d) };
             for lane in 0..W {
                 let (r, c) = (lane % ROWS, [&c0, &c1][lane / ROWS]);
                 let want = dot(&rows[r * d..(r + 1) * d], &c[..d]);
+                // The portable loop too (with the CPU's fused multiply-add), bit for bit.
+                let portable = Portable::detect().dot(&rows[r * d..(r + 1) * d], &c[..d]);
+                assert_eq!(portable.to_bits(), want.to_bits(), "portable d {d}");
                 assert_eq!(
                     got32[lane].to_bits(),
                     want.to_bits(),
@@ -496,10 +535,13 @@ mod tests {
         }
     }
 
-    /// Every tiled inverse norm equals [`inv_norm`]'s, bit for bit, for f32 and f16 rows
-    /// of every width, from any start row.
+    /// Every tiled inverse norm equals [`inv_norm`]'s (and the portable loop's), bit for
+    /// bit, for f32 and f16 rows of every width, from any start row.
     #[test]
     fn tiled_inv_norms_match() {
+        if !runs() {
+            return;
+        }
         for d in [1usize, 5, 16, 17, 40, 64, 128] {
             let len = 53;
             let vals: Vec<f32> = (0..len * d)
@@ -508,10 +550,12 @@ mod tests {
             let half: Vec<f16> = vals.iter().map(|&x| f16::from_f32(x)).collect();
             for start in [0usize, 3, 16] {
                 let mut got = Vec::new();
+                // SAFETY: `runs()` above: the CPU has the features the tiles enable.
                 let done =
                     unsafe { inv_norms_tiled(&Rows::flat(&vals, d), start, len, &mut got, |_| {}) };
                 assert_eq!(done, (len - start) / W * W);
                 let mut got16 = Vec::new();
+                // SAFETY: `runs()` above: the CPU has the features the tiles enable.
                 let done16 = unsafe {
                     inv_norms_tiled(&Rows::flat(&half, d), start, len, &mut got16, |_| {})
                 };
@@ -521,6 +565,9 @@ mod tests {
                     let want = inv_norm(&vals[i * d..(i + 1) * d]);
                     assert_eq!(got[k].to_bits(), want.to_bits(), "f32 d {d} row {i}");
                     let want = inv_norm(&half[i * d..(i + 1) * d]);
+                    let row = &half[i * d..(i + 1) * d];
+                    let portable = 1.0 / (Portable::detect().dot(row, row).sqrt() + 1e-8);
+                    assert_eq!(portable.to_bits(), want.to_bits(), "portable d {d} row {i}");
                     assert_eq!(got16[k].to_bits(), want.to_bits(), "f16 d {d} row {i}");
                 }
             }
@@ -539,6 +586,9 @@ mod tests {
     /// its product with the sum; the newest row is left to the caller.
     #[test]
     fn tiled_sweep_matches_entries() {
+        if !runs() {
+            return;
+        }
         for (len, d) in [
             (8usize, 16usize),
             (37, 24),
@@ -568,6 +618,7 @@ mod tests {
                 let mut sum_dots = vec![0.0f32; len];
                 let mut pending = vec![0usize; len];
                 let mut n = 0;
+                // SAFETY: `runs()` above: the CPU has the features the tiles enable.
                 let done = unsafe {
                     newest_and_sums_tiled(
                         &s,
@@ -608,6 +659,9 @@ mod tests {
     /// full and partial tiles, and leaves rows resolved before it alone.
     #[test]
     fn tiled_scan_matches_entries() {
+        if !runs() {
+            return;
+        }
         let d = 24;
         let len = 90;
         let keys = keys(len, d);
@@ -630,6 +684,7 @@ mod tests {
                 (latest[i], entry[i]) = (7, 0.25);
             }
             let count = top - start;
+            // SAFETY: `runs()` above: the CPU has the features the tiles enable.
             let scanned = unsafe {
                 latest_matches_tiled(
                     &s,

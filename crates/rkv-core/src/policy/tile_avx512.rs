@@ -15,7 +15,11 @@
 //! listed.
 //!
 //! Must not know: what the rows mean beyond the entry function, column sums, selection.
-//! Only built where the target has AVX-512F; the callers keep their portable loops.
+//! Taken where the CPU has AVX-512F (and x86-64-v3's features, which every such CPU has),
+//! chosen at run time by the callers (`crate::simd`), which keep their portable loops.
+//! The entry points carry `#[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]`
+//! (every AVX-512 intrinsic here needs AVX-512F only): the `#[inline(always)]` helpers
+//! here and in `super::dot` and `super::keys` are compiled into them.
 
 use std::arch::x86_64::*;
 
@@ -52,7 +56,8 @@ pub(super) const NORM_ROWS: usize = LANES;
 /// were scanned, from the top.
 ///
 /// # Safety
-/// The target must have AVX-512F.
+/// The CPU must have the features this enables (the caller's run-time check).
+#[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
     s: &CosineRows<'_, E>,
     pending: &mut Vec<usize>,
@@ -170,8 +175,9 @@ pub(super) unsafe fn latest_matches_tiled<E: KeyElem>(
 /// ahead of them).
 ///
 /// # Safety
-/// The target must have AVX-512F.
+/// The CPU must have the features this enables (the caller's run-time check).
 #[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
     s: &CosineRows<'_, E>,
     c: &[f32],
@@ -238,7 +244,7 @@ pub(super) unsafe fn newest_and_sums_tiled<E: KeyElem>(
 /// writable `u32`s: the lanes after the selected ones are written as zeros).
 ///
 /// # Safety
-/// The target must have AVX-512F; `dst` must have 16 writable elements.
+/// The CPU must have AVX-512F; `dst` must have 16 writable elements.
 #[inline(always)]
 pub(super) unsafe fn pack_epi32(dst: *mut u32, mask: __mmask16, v: __m512i) {
     _mm512_storeu_si512(dst.cast(), _mm512_maskz_compress_epi32(mask, v));
@@ -247,7 +253,7 @@ pub(super) unsafe fn pack_epi32(dst: *mut u32, mask: __mmask16, v: __m512i) {
 /// [`pack_epi32`] for f32 lanes.
 ///
 /// # Safety
-/// The target must have AVX-512F; `dst` must have 16 writable elements.
+/// The CPU must have AVX-512F; `dst` must have 16 writable elements.
 #[inline(always)]
 pub(super) unsafe fn pack_ps(dst: *mut f32, mask: __mmask16, v: __m512) {
     _mm512_storeu_ps(dst, _mm512_maskz_compress_ps(mask, v));
@@ -279,7 +285,8 @@ unsafe fn reduced_order() -> __m512i {
 /// `i..i + 16` are read.
 ///
 /// # Safety
-/// The target must have AVX-512F.
+/// The CPU must have the features this enables (the caller's run-time check).
+#[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
     rows: &Rows<'_, E>,
     start: usize,
@@ -309,8 +316,10 @@ pub(super) unsafe fn inv_norms_tiled<E: KeyElem>(
 /// most `out.len()`); the rest is the caller's.
 ///
 /// # Safety
-/// The target must have AVX-512F; `key.len() == rows.dim()` and `rows` holds at least
-/// `out.len()` rows.
+/// The CPU must have the features this enables (the caller's run-time check).
+/// `key.len() == rows.dim()` and `rows` holds at least `out.len()` rows, else this
+/// panics.
+#[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
 pub(super) unsafe fn dots_tiled<E: KeyElem>(
     key: &[f32],
     rows: &Rows<'_, E>,
@@ -331,6 +340,8 @@ pub(super) unsafe fn dots_tiled<E: KeyElem>(
 /// themselves when `key` is `None` (squared norms), each in a 256-bit accumulator in
 /// [`super::dot`]'s order (the tail as a partial block); row `q`'s product in lane `q`.
 /// One reduction for the 16 rows: [`inv_norms_tiled`] and [`dots_tiled`].
+// Matches, not `Option::map`: no intrinsic in a closure (see `super::dot`'s `accumulate`).
+#[allow(clippy::manual_map)]
 #[inline(always)]
 unsafe fn group_dots<E: KeyElem>(
     r: [*const E; LANES],
@@ -341,7 +352,10 @@ unsafe fn group_dots<E: KeyElem>(
     let mut acc = [_mm256_setzero_ps(); LANES];
     let mut c = 0;
     while c < full {
-        let kv = key.map(|k| _mm256_loadu_ps(k.add(c)));
+        let kv = match key {
+            Some(k) => Some(_mm256_loadu_ps(k.add(c))),
+            None => None,
+        };
         for (a, p) in acc.iter_mut().zip(r) {
             let x = E::load8(p.add(c));
             *a = _mm256_fmadd_ps(x, kv.unwrap_or(x), *a);
@@ -350,7 +364,10 @@ unsafe fn group_dots<E: KeyElem>(
     }
     if full < d {
         let live = tail_lanes(d - full);
-        let kv = key.map(|k| f32::load8_first(k.add(c), d - full));
+        let kv = match key {
+            Some(k) => Some(f32::load8_first(k.add(c), d - full)),
+            None => None,
+        };
         for (a, p) in acc.iter_mut().zip(r) {
             let x = E::load8_first(p.add(c), d - full);
             *a = fmadd_tail(x, kv.unwrap_or(x), *a, live);
@@ -402,30 +419,33 @@ unsafe fn tile<E: KeyElem>(
 #[inline(always)]
 unsafe fn reduce8(a: [__m256; 16]) -> __m512 {
     // Level 1: x[m] = [a[2m] (4 lanes) | a[2m + 1] (4 lanes)].
-    let x: [__m256; 8] = std::array::from_fn(|m| {
+    let mut x = [_mm256_setzero_ps(); 8];
+    for m in 0..8 {
         let (p, q) = (a[2 * m], a[2 * m + 1]);
-        _mm256_add_ps(
+        x[m] = _mm256_add_ps(
             _mm256_permute2f128_ps::<0x20>(p, q),
             _mm256_permute2f128_ps::<0x31>(p, q),
-        )
-    });
+        );
+    }
     // Level 2: per 128-bit block, two lanes from x[2n] and two from x[2n + 1]: block 0
     // registers 4n, 4n + 2, block 1 registers 4n + 1, 4n + 3.
-    let z: [__m256; 4] = std::array::from_fn(|n| {
+    let mut z = [_mm256_setzero_ps(); 4];
+    for n in 0..4 {
         let (p, q) = (x[2 * n], x[2 * n + 1]);
-        _mm256_add_ps(
+        z[n] = _mm256_add_ps(
             _mm256_shuffle_ps::<0x44>(p, q),
             _mm256_shuffle_ps::<0xEE>(p, q),
-        )
-    });
+        );
+    }
     // Level 3: per block, one lane each from z[2h] (two registers) and z[2h + 1] (two).
-    let w: [__m256; 2] = std::array::from_fn(|h| {
+    let mut w = [_mm256_setzero_ps(); 2];
+    for h in 0..2 {
         let (p, q) = (z[2 * h], z[2 * h + 1]);
-        _mm256_add_ps(
+        w[h] = _mm256_add_ps(
             _mm256_shuffle_ps::<0x88>(p, q),
             _mm256_shuffle_ps::<0xDD>(p, q),
-        )
-    });
+        );
+    }
     // Joined through f64 lanes: the f32x8 insert needs AVX-512DQ, this one only F.
     _mm512_castpd_ps(_mm512_insertf64x4::<1>(
         _mm512_castpd256_pd512(_mm256_castps_pd(w[0])),
@@ -435,15 +455,41 @@ unsafe fn reduce8(a: [__m256; 16]) -> __m512 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dot::{dot, inv_norm, inv_norms};
+    use super::super::dot::{dot, inv_norm, inv_norms, Dots, Portable};
     use super::super::keys::Rows;
     use super::*;
     use half::f16;
 
-    /// Every dot of a tile equals its own [`dot`], bit for bit, for f32 and f16 rows of
-    /// every width (full registers and a partial tail).
+    /// Whether the CPU runs this module (else its tests have nothing to check).
+    fn runs() -> bool {
+        crate::simd::avx512()
+    }
+
+    /// [`tile`] with the entry points' features, its lanes stored in register order
+    /// ([`reduced_order`]).
+    ///
+    /// # Safety
+    /// As [`tile`]'s, and the CPU must have the features this enables.
+    #[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
+    unsafe fn tile_lanes<E: KeyElem>(
+        r: [*const E; ROWS],
+        c0: *const f32,
+        c1: *const f32,
+        d: usize,
+    ) -> [f32; LANES] {
+        let mut out = [0.0f32; LANES];
+        let v = tile(r, c0, c1, d);
+        _mm512_storeu_ps(out.as_mut_ptr(), _mm512_permutexvar_ps(reduced_order(), v));
+        out
+    }
+
+    /// Every dot of a tile equals its own [`dot`], and the portable loop's, bit for bit,
+    /// for f32 and f16 rows of every width (full registers and a partial tail).
     #[test]
     fn tile_dots_match_dot() {
+        if !runs() {
+            return;
+        }
         for d in [1usize, 5, 16, 17, 40, 64, 128] {
             let dp = d.div_ceil(W) * W;
             let val = |s: usize, k: usize| ((s * 131 + k * 7) as f32 * 0.173).sin() * 1.7;
@@ -457,22 +503,19 @@ mod tests {
                     .collect()
             };
             let (c0, c1) = (pad(50), pad(51));
-            let run = |v: __m512| unsafe {
-                let mut out = [0.0f32; LANES];
-                _mm512_storeu_ps(out.as_mut_ptr(), _mm512_permutexvar_ps(reduced_order(), v));
-                out
-            };
-            let got32 = run(unsafe {
-                let ptrs: [*const f32; ROWS] = std::array::from_fn(|r| rows[r * d..].as_ptr());
-                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
-            });
-            let got16 = run(unsafe {
-                let ptrs: [*const f16; ROWS] = std::array::from_fn(|r| half[r * d..].as_ptr());
-                tile(ptrs, c0.as_ptr(), c1.as_ptr(), d)
-            });
+            let ptrs32: [*const f32; ROWS] = std::array::from_fn(|r| rows[r * d..].as_ptr());
+            let ptrs16: [*const f16; ROWS] = std::array::from_fn(|r| half[r * d..].as_ptr());
+            // SAFETY: `runs()` above: the CPU has the features `tile_lanes` enables; every
+            // row has `d` elements, the vectors whole registers.
+            let got32 = unsafe { tile_lanes(ptrs32, c0.as_ptr(), c1.as_ptr(), d) };
+            // SAFETY: as above.
+            let got16 = unsafe { tile_lanes(ptrs16, c0.as_ptr(), c1.as_ptr(), d) };
             for q in 0..LANES {
                 let (r, c) = (q / 2, [&c0, &c1][q % 2]);
                 let want = dot(&rows[r * d..(r + 1) * d], &c[..d]);
+                // The portable loop too (with the CPU's fused multiply-add), bit for bit.
+                let portable = Portable::detect().dot(&rows[r * d..(r + 1) * d], &c[..d]);
+                assert_eq!(portable.to_bits(), want.to_bits(), "portable d {d}");
                 assert_eq!(got32[q].to_bits(), want.to_bits(), "f32 d {d} q {q}");
                 let want = dot(&wide[r * d..(r + 1) * d], &c[..d]);
                 assert_eq!(got16[q].to_bits(), want.to_bits(), "f16 d {d} q {q}");
@@ -480,10 +523,13 @@ mod tests {
         }
     }
 
-    /// Every tiled inverse norm equals [`inv_norm`]'s, bit for bit, for f32 and f16 rows
-    /// of every width, from any start row.
+    /// Every tiled inverse norm equals [`inv_norm`]'s (and the portable loop's), bit for
+    /// bit, for f32 and f16 rows of every width, from any start row.
     #[test]
     fn tiled_inv_norms_match() {
+        if !runs() {
+            return;
+        }
         for d in [1usize, 5, 16, 17, 40, 64, 128] {
             let len = 53;
             let vals: Vec<f32> = (0..len * d)
@@ -492,10 +538,12 @@ mod tests {
             let half: Vec<f16> = vals.iter().map(|&x| f16::from_f32(x)).collect();
             for start in [0usize, 3, 16] {
                 let mut got = Vec::new();
+                // SAFETY: `runs()` above: the CPU has the features the tiles enable.
                 let done =
                     unsafe { inv_norms_tiled(&Rows::flat(&vals, d), start, len, &mut got, |_| {}) };
                 assert_eq!(done, (len - start) / LANES * LANES);
                 let mut got16 = Vec::new();
+                // SAFETY: `runs()` above: the CPU has the features the tiles enable.
                 let done16 = unsafe {
                     inv_norms_tiled(&Rows::flat(&half, d), start, len, &mut got16, |_| {})
                 };
@@ -505,6 +553,9 @@ mod tests {
                     let want = inv_norm(&vals[i * d..(i + 1) * d]);
                     assert_eq!(got[k].to_bits(), want.to_bits(), "f32 d {d} row {i}");
                     let want = inv_norm(&half[i * d..(i + 1) * d]);
+                    let row = &half[i * d..(i + 1) * d];
+                    let portable = 1.0 / (Portable::detect().dot(row, row).sqrt() + 1e-8);
+                    assert_eq!(portable.to_bits(), want.to_bits(), "portable d {d} row {i}");
                     assert_eq!(got16[k].to_bits(), want.to_bits(), "f16 d {d} row {i}");
                 }
             }
@@ -524,6 +575,9 @@ mod tests {
     /// entry matches, as in the oracle.
     #[test]
     fn tiled_sweep_matches_entries() {
+        if !runs() {
+            return;
+        }
         for (len, d) in [(8usize, 16usize), (37, 24), (90, 64), (7, 8)] {
             let keys = keys(len, d);
             let inv = inv_norms(&keys, d);
@@ -545,6 +599,7 @@ mod tests {
                 let mut sum_dots = vec![0.0f32; len];
                 let mut pending = vec![0usize; len + STEP];
                 let mut n = 0;
+                // SAFETY: `runs()` above: the CPU has the features the tiles enable.
                 let done = unsafe {
                     newest_and_sums_tiled(
                         &s,
@@ -584,6 +639,9 @@ mod tests {
     /// full and partial tiles.
     #[test]
     fn tiled_scan_matches_entries() {
+        if !runs() {
+            return;
+        }
         let d = 24;
         let len = 90;
         let keys = keys(len, d);
@@ -601,6 +659,7 @@ mod tests {
             let mut pending: Vec<usize> = (0..start).collect();
             let (mut latest, mut entry) = (vec![u32::MAX; len], vec![0.0f32; len]);
             let count = top - start;
+            // SAFETY: `runs()` above: the CPU has the features the tiles enable.
             let scanned = unsafe {
                 latest_matches_tiled(
                     &s,
