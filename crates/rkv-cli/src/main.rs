@@ -85,13 +85,15 @@ impl Cmd {
     }
 }
 
-/// `rkv --version`: the version, the kernels' SIMD level in this build, and the CPU's.
+/// `rkv --version`: the version, the kernels' SIMD path on this CPU (chosen at run time)
+/// and what the build assumes, and the CPU's features.
 fn long_version() -> &'static str {
     let cpu = rkv_kernels::build_info::cpu_features();
     let text = format!(
-        "{}\nkernels: {} (chosen at compile time)\ncpu: {}",
+        "{}\nkernels: {} (chosen at run time; built for {})\ncpu: {}",
         env!("CARGO_PKG_VERSION"),
-        rkv_kernels::build_info::SIMD,
+        rkv_kernels::build_info::simd(),
+        rkv_kernels::build_info::BUILD_BASELINE,
         if cpu.is_empty() {
             "no x86-64 SIMD"
         } else {

@@ -21,14 +21,14 @@ use rkv_core::policy::{appended_dots, KeyElem};
 /// `n` slots: `scores[i, j] = q_i . k_j` and `out[i] += sum_j w[i, j] v_j`.
 pub(crate) trait KvElem: KeyElem {
     /// Rounds operands the way ggml's f16 matmuls do (no-op for f32 storage).
-    fn round(x: f32) -> f32;
+    fn round(x: &mut [f32]);
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]);
     fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]);
 }
 
 impl KvElem for f16 {
-    fn round(x: f32) -> f32 {
-        f16::from_f32(x).to_f32()
+    fn round(x: &mut [f32]) {
+        rkv_kernels::attn::round_through_f16(x)
     }
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
         rkv_kernels::gqa::gqa_scores_f16(k, d, d, qs, scores)
@@ -39,9 +39,7 @@ impl KvElem for f16 {
 }
 
 impl KvElem for f32 {
-    fn round(x: f32) -> f32 {
-        x
-    }
+    fn round(_: &mut [f32]) {}
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
         let g = qs.len() / d;
         let n = scores.len() / g;
@@ -248,9 +246,8 @@ pub(crate) fn partial<E: KvElem, R>(
     // ggml multiplies an f16 cache with f16 copies of its operands: the queries here, the
     // probabilities below. Doing the same keeps f16-KV runs token-equal to llama.cpp.
     let qr = sized(qr, g * d);
-    for (r, &x) in qr.iter_mut().zip(qs) {
-        *r = E::round(x);
-    }
+    qr.copy_from_slice(&qs[..g * d]);
+    E::round(qr);
     let qs = &*qr;
     let logits = sized(logits, g * n); // [g, n]
     let longest = chunk.runs.clone().map(|r| r.1 - r.0).max().unwrap_or(0);
@@ -289,8 +286,9 @@ pub(crate) fn partial<E: KvElem, R>(
         // Weights are the chunk's normalised probabilities (rounded like ggml's), scaled
         // back by the chunk sum so chunks merge by the online-softmax rule.
         for l in row.iter_mut() {
-            *l = E::round(*l / s_);
+            *l /= s_;
         }
+        E::round(row);
         out.max[i] = m;
         out.sum[i] = s_;
     }

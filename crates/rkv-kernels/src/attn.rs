@@ -8,39 +8,27 @@
 //! scalar results agree to f32 rounding, not bit for bit.
 //!
 //! The AVX-512 code (`attn_avx512.rs`) or, without it, the AVX2 code
-//! (`attn_avx2.rs`) is chosen at compile time; other builds run the scalar
-//! references.
+//! (`attn_avx2.rs`) is chosen at run time from the CPU's features; other CPUs run the
+//! scalar references.
 
 use half::f16;
 
-/// Calls the AVX-512 version of `$f` when built with it, else the AVX2 one when built
-/// with AVX2, FMA and F16C, else the scalar one.
+/// Calls the AVX-512 version of `$f` when the CPU has AVX-512 (F, BW, VL), else the AVX2
+/// one when it has AVX2, FMA and F16C, else the scalar one (asked at run time).
 macro_rules! dispatch {
     ($f:ident($($arg:expr),*)) => {{
-        #[cfg(all(
-            target_arch = "x86_64",
-            target_feature = "avx512f",
-            target_feature = "avx512bw",
-            target_feature = "avx512vl"
-        ))]
-        // SAFETY: the target features the AVX-512 functions need are enabled
-        // for the whole build (cfg above), so the running CPU has them.
-        unsafe {
-            crate::attn_avx512::$f($($arg),*)
+        #[cfg(target_arch = "x86_64")]
+        {
+            if crate::simd::avx512() {
+                // SAFETY: the CPU has the features the AVX-512 functions need (checked
+                // above).
+                return unsafe { crate::attn_avx512::$f($($arg),*) };
+            }
+            if crate::simd::avx2() {
+                // SAFETY: as above, for AVX2, FMA and F16C.
+                return unsafe { crate::attn_avx2::$f($($arg),*) };
+            }
         }
-        #[cfg(all(
-    x86_64_v3,
-    not(all(
-                target_feature = "avx512f",
-                target_feature = "avx512bw",
-                target_feature = "avx512vl"
-            ))
-        ))]
-        // SAFETY: as above, for AVX2, FMA and F16C.
-        unsafe {
-            crate::attn_avx2::$f($($arg),*)
-        }
-        #[cfg(not(x86_64_v3))]
         scalar::$f($($arg),*)
     }};
 }
@@ -48,7 +36,7 @@ macro_rules! dispatch {
 /// `$f::<G>($args)` with `G` the number of heads left, `$left`, up to 4 (the SIMD modules'
 /// multi-head kernels take the group size as a constant and handle the first `G` heads of
 /// longer slices); evaluates to `G`.
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 macro_rules! with_group_size {
     ($left:expr, $f:ident($($arg:expr),*)) => {
         match $left {
@@ -71,7 +59,7 @@ macro_rules! with_group_size {
         }
     };
 }
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 pub(crate) use with_group_size;
 
 /// Scalar references (test oracles and the implementation without AVX2).
@@ -122,6 +110,12 @@ pub mod scalar {
     pub fn f32_to_f16_slice(src: &[f32], dst: &mut [f16]) {
         for (o, v) in dst.iter_mut().zip(src) {
             *o = f16::from_f32(*v);
+        }
+    }
+    /// `x[i] = f32(f16(x[i]))`: each value rounded to the nearest f16 (ties to even).
+    pub fn round_through_f16(x: &mut [f32]) {
+        for v in x {
+            *v = f16::from_f32(*v).to_f32();
         }
     }
     /// `dst[i] = f32(src[i])`, exact.
@@ -230,4 +224,17 @@ pub fn f32_to_f16_slice(src: &[f32], dst: &mut [f16]) {
 pub fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len(), "f16_to_f32_slice: lengths differ");
     dispatch!(f16_to_f32_slice(src, dst))
+}
+
+/// Rounds every value to the nearest f16 (ties to even) and back, in place: the operands
+/// of ggml's f16 products. (F16C's conversion, 8 at a time, on CPUs with AVX2, FMA and
+/// F16C; the same bits as the scalar one.)
+#[inline]
+pub fn round_through_f16(x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::avx2() {
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
+        return unsafe { crate::attn_avx2::round_through_f16(x) };
+    }
+    scalar::round_through_f16(x)
 }

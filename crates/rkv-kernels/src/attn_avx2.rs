@@ -2,8 +2,8 @@
 //! of `attn.rs`, for builds without AVX-512: 8 lanes per step, the tail (`n % 8`
 //! elements) in scalar code, f16 via `_mm256_cvtph_ps` / `_mm256_cvtps_ph`.
 //!
-//! Compiled only when those features are enabled at compile time; the functions are
-//! `#[target_feature]` functions, called from `attn.rs` under that guarantee. Each
+//! Compiled on every x86-64 target; the functions are `#[target_feature]` functions,
+//! called from `attn.rs` only when the CPU has those features (asked at run time). Each
 //! re-derives its loop bounds from the shortest slice, so it never reads or writes out
 //! of bounds whatever the lengths.
 //! Must not know: caches, heads' layout beyond `[g, d]`, the scalar references' order.
@@ -278,5 +278,20 @@ pub(crate) fn f16_to_f32_slice(src: &[f16], dst: &mut [f32]) {
     }
     for (o, v) in dst[i..n].iter_mut().zip(&src[i..n]) {
         *o = v.to_f32();
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn round_through_f16(x: &mut [f32]) {
+    let mut chunks = x.chunks_exact_mut(8);
+    for c in &mut chunks {
+        // SAFETY: `c` is 8 readable and writable f32.
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(c.as_ptr()));
+            _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    for v in chunks.into_remainder() {
+        *v = f16::from_f32(*v).to_f32();
     }
 }

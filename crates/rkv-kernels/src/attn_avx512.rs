@@ -2,9 +2,9 @@
 //! `attn.rs`: 16 lanes per step, masked loads/stores for the tail, f16 via
 //! `_mm512_cvtph_ps` / `_mm512_cvtps_ph`.
 //!
-//! Compiled only when those features are enabled at compile time; the
-//! functions are `#[target_feature]` functions, called from `attn.rs` under
-//! that guarantee. Each re-derives its loop bounds from the shortest slice,
+//! Compiled on every x86-64 target; the functions are `#[target_feature]`
+//! functions, called from `attn.rs` only when the CPU has those features
+//! (asked at run time). Each re-derives its loop bounds from the shortest slice,
 //! so it never reads or writes out of bounds whatever the lengths.
 
 use std::arch::x86_64::*;

@@ -1,30 +1,45 @@
-//! Which SIMD paths this build of the kernels takes, and which the running CPU offers,
-//! for `rkv --version`. The paths are chosen when the crate is compiled (the workspace
-//! builds with `-C target-cpu=native`; a portable build, `-C target-cpu=x86-64`, takes
-//! the scalar paths everywhere).
+//! Which SIMD paths the kernels take on the running CPU, and what the build itself
+//! assumes of its CPU, for `rkv --version`. The paths are chosen at run time (`simd.rs`):
+//! a portable build (`-C target-cpu=x86-64`) takes the same AVX2 or AVX-512 kernels as a
+//! native one on the same CPU, and gives the same results.
 //! Must not know: anything but features.
 
-/// The kernels' SIMD level in this build: `avx512+vnni`, `avx512` (F, BW, VL), `avx2`
-/// (x86-64-v3: AVX2, FMA, F16C) or `scalar`.
-pub const SIMD: &str = if cfg!(all(
-    target_arch = "x86_64",
-    target_feature = "avx512f",
-    target_feature = "avx512bw",
-    target_feature = "avx512vl",
-    target_feature = "avx512vnni"
-)) {
-    "avx512+vnni"
-} else if cfg!(all(
+/// The kernels' SIMD path on this CPU: `avx512+vnni`, `avx512` (F, BW, VL), `avx2`
+/// (AVX2, FMA, F16C) or `scalar`.
+pub fn simd() -> &'static str {
+    if crate::simd::avx512() {
+        if crate::simd::avx512_vnni() {
+            "avx512+vnni"
+        } else {
+            "avx512"
+        }
+    } else if crate::simd::avx2() {
+        "avx2"
+    } else {
+        "scalar"
+    }
+}
+
+/// The instruction-set level the build assumes (its `-C target-cpu`): `x86-64-v4`,
+/// `x86-64-v3`, `x86-64` (portable) or the target architecture's name.
+pub const BUILD_BASELINE: &str = if cfg!(all(
     target_arch = "x86_64",
     target_feature = "avx512f",
     target_feature = "avx512bw",
     target_feature = "avx512vl"
 )) {
-    "avx512"
-} else if cfg!(x86_64_v3) {
-    "avx2"
+    "x86-64-v4"
+} else if cfg!(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma",
+    target_feature = "f16c"
+)) {
+    "x86-64-v3"
+} else if cfg!(target_arch = "x86_64") {
+    "x86-64"
 } else {
-    "scalar"
+    std::env::consts::ARCH
 };
 
 /// The SIMD features of the running CPU that the kernels can use, space-separated
@@ -62,13 +77,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_build_level_is_one_the_cpu_runs() {
-        // A test binary that got this far runs on a CPU with the build's features.
+    fn the_path_is_one_the_cpu_runs() {
         let cpu = cpu_features();
-        match SIMD {
+        match simd() {
             "avx2" => assert!(cpu.contains("avx2") && cpu.contains("fma"), "{cpu}"),
             "avx512" | "avx512+vnni" => assert!(cpu.contains("avx512f"), "{cpu}"),
-            other => assert_eq!(other, "scalar"),
+            other => {
+                assert_eq!(other, "scalar");
+                let has = |f: &str| cpu.split(' ').any(|x| x == f);
+                assert!(!(has("avx2") && has("fma") && has("f16c")), "{cpu}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_build_baseline_is_one_the_cpu_runs() {
+        // A test binary that got this far runs on a CPU with the build's features.
+        let cpu = cpu_features();
+        match BUILD_BASELINE {
+            "x86-64-v4" => assert!(cpu.contains("avx512f"), "{cpu}"),
+            "x86-64-v3" => assert!(cpu.contains("avx2"), "{cpu}"),
+            _ => {}
         }
     }
 }

@@ -18,8 +18,8 @@
 //! The SIMD versions (`dot_avx2.rs`) are bit-identical to these references for every
 //! activation block; the one exception is a Q8_0 weight quant of -128 (which ggml's
 //! quantiser never writes) against a negative activation quant.
-//! Which one runs is fixed at compile time (`target_feature`); a build
-//! without AVX2/FMA/F16C uses the scalar code.
+//! Which one runs is asked of the CPU at run time (`simd.rs`); a CPU without
+//! AVX2/FMA/F16C runs the scalar code.
 
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, QK};
 
@@ -129,45 +129,46 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     out[0]
 }
 
-/// Calls the AVX2 function `$simd` when built with AVX2/FMA/F16C, else `fallback::$fb`
-/// (`$f` alone when both have the same name).
+/// Calls the AVX2 function `$simd` (its twin `$vnni` where the CPU also has AVX-512 VNNI)
+/// when the CPU has AVX2, FMA and F16C (asked at run time), else `fallback::$fb`.
 macro_rules! dispatch {
-    ($f:ident($($arg:expr),*)) => {
-        dispatch!($f, $f($($arg),*))
-    };
-    ($simd:ident, $fb:ident($($arg:expr),*)) => {{
-        #[cfg(x86_64_v3)]
-        // SAFETY: the target features this function needs are enabled for the
-        // whole build (the cfg above), so the CPU running it has them.
-        unsafe {
-            crate::dot_avx2::$simd($($arg),*)
+    ($simd:ident / $vnni:ident, $fb:ident($($arg:expr),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx512_vnni() {
+            // SAFETY: the CPU has the target features this function needs (checked
+            // above).
+            return unsafe { crate::dot_avx2::$vnni($($arg),*) };
         }
-        #[cfg(not(x86_64_v3))]
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx2() {
+            // SAFETY: the CPU has the target features this function needs (checked
+            // above).
+            return unsafe { crate::dot_avx2::$simd($($arg),*) };
+        }
         fallback::$fb($($arg),*)
     }};
 }
 
-// `out[r] = dot(w[r*nb..(r+1)*nb], y)` with `nb = y.len()`, SIMD when built with
+// `out[r] = dot(w[r*nb..(r+1)*nb], y)` with `nb = y.len()`, SIMD when the CPU has
 // AVX2/FMA/F16C, else scalar. Each panics if `w.len() != R * y.len()`.
 
 #[inline]
 pub(crate) fn q4_0_rows<const R: usize>(w: &[BlockQ4_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
-    dispatch!(signed_rows, q4_0_rows(w, y, out))
+    dispatch!(signed_rows / signed_rows_vnni, q4_0_rows(w, y, out))
 }
 
 #[inline]
 pub(crate) fn q4_1_rows<const R: usize>(w: &[BlockQ4_1], y: &[BlockQ8_1], out: &mut [f32; R]) {
-    dispatch!(q4_1_rows(w, y, out))
+    dispatch!(q4_1_rows / q4_1_rows_vnni, q4_1_rows(w, y, out))
 }
 
 #[inline]
 pub(crate) fn q8_0_rows<const R: usize>(w: &[BlockQ8_0], y: &[BlockQ8_0], out: &mut [f32; R]) {
-    dispatch!(signed_rows, q8_0_rows(w, y, out))
+    dispatch!(signed_rows / signed_rows_vnni, q8_0_rows(w, y, out))
 }
 
-/// Multi-row kernels for builds without the SIMD path: `out[r]` is the dot
+/// Multi-row kernels for CPUs without the SIMD path: `out[r]` is the dot
 /// of rows `w[r*nb..(r+1)*nb]` with `y` (`nb = y.len()`).
-#[allow(dead_code)]
 pub(crate) mod fallback {
     use super::*;
 

@@ -8,8 +8,8 @@
 //! 4 products (`_mm256_dpbusd_epi32` or `maddubs` + `madd`, same sums), converted
 //! to f32 and accumulated with `fma(dx*dy, lanes, acc)`, then `hsum_float_8`.
 //!
-//! Compiled only when avx2, fma and f16c are enabled at compile time (see
-//! `dot.rs`), so every intrinsic below is available on the running CPU.
+//! Compiled on every x86-64 target; `dot.rs` calls in only when the CPU has AVX2,
+//! FMA and F16C (asked at run time), so every intrinsic below is available then.
 
 // Indexing by block `i` and row `r` keeps the R accumulator chains explicit.
 #![allow(clippy::needless_range_loop)]
@@ -25,10 +25,6 @@ use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 /// `p` must be valid for reading 4 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
 pub(crate) unsafe fn load_f16x2(p: *const u8) -> __m128 {
     // SAFETY: the caller guarantees 4 readable bytes; unaligned read.
     let bits = unsafe { (p as *const i32).read_unaligned() };
@@ -43,10 +39,6 @@ pub(crate) unsafe fn load_f16x2(p: *const u8) -> __m128 {
 /// `qs` must be valid for reading 16 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
 unsafe fn nibbles(qs: *const u8) -> __m256i {
     // SAFETY: the caller guarantees 16 readable bytes; unaligned load.
     let t = unsafe { _mm_loadu_si128(qs as *const __m128i) };
@@ -55,20 +47,19 @@ unsafe fn nibbles(qs: *const u8) -> __m256i {
 }
 
 /// Per 32-bit lane, the sum of 4 products of unsigned `ax` and signed `sy`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-fn dot_u8_i8(ax: __m256i, sy: __m256i) -> __m256i {
-    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
-    {
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
-    }
-    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
-    {
-        _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1))
+///
+/// # Safety
+/// The CPU must have AVX2, and AVX-512 VNNI and VL where `VNNI`; call it from a function
+/// compiled with those features (it is inlined there).
+#[inline(always)]
+unsafe fn dot_u8_i8<const VNNI: bool>(ax: __m256i, sy: __m256i) -> __m256i {
+    // SAFETY: the caller's CPU has the features (above).
+    unsafe {
+        if VNNI {
+            _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
+        } else {
+            _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1))
+        }
     }
 }
 
@@ -77,23 +68,18 @@ fn dot_u8_i8(ax: __m256i, sy: __m256i) -> __m256i {
 /// as unsigned); only a weight of -128 against a negative activation wraps (`-(-128)`),
 /// which Q4_0's nibbles cannot be and ggml's Q8_0 quantiser never writes. (ggml puts
 /// the sign on the weights' side, which an activation of -128 breaks instead.)
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-fn dot_i8_i8(x: __m256i, y: __m256i) -> __m256i {
-    dot_u8_i8(_mm256_sign_epi8(y, y), _mm256_sign_epi8(x, y))
+///
+/// # Safety
+/// As [`dot_u8_i8`].
+#[inline(always)]
+unsafe fn dot_i8_i8<const VNNI: bool>(x: __m256i, y: __m256i) -> __m256i {
+    // SAFETY: the caller's CPU has the features (above).
+    unsafe { dot_u8_i8::<VNNI>(_mm256_sign_epi8(y, y), _mm256_sign_epi8(x, y)) }
 }
 
 /// ggml's `hsum_float_8`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
 fn hsum(acc: __m256) -> f32 {
     let mut r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -115,17 +101,13 @@ fn prefetch_ahead<const R: usize, B>(xb: &B, nb: usize) {
     _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
 }
 
+crate::simd::vnni_twins! {
 /// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q4_1 x Q8_1 (`nb = y.len()`).
 ///
 /// # Panics
 /// If `w.len() != R * y.len()`.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn q4_1_rows<const R: usize>(w: &[BlockQ4_1], y: &[BlockQ8_1], out: &mut [f32; R]) {
+pub(crate) fn q4_1_rows / q4_1_rows_vnni [const R: usize] (w: &[BlockQ4_1], y: &[BlockQ8_1], out: &mut [f32; R]) {
     let nb = y.len();
     assert_eq!(w.len(), R * nb);
     let mut acc = [_mm256_setzero_ps(); R];
@@ -154,13 +136,15 @@ pub(crate) fn q4_1_rows<const R: usize>(w: &[BlockQ4_1], y: &[BlockQ8_1], out: &
             };
             summs[r] = _mm_fmadd_ps(xdm, yds, summs[r]);
             let dd = _mm256_broadcastss_ps(_mm_mul_ps(xdm, yds));
-            let q = _mm256_cvtepi32_ps(dot_u8_i8(qx, qy));
+            // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+            let q = _mm256_cvtepi32_ps(unsafe { dot_u8_i8::<VNNI>(qx, qy) });
             acc[r] = _mm256_fmadd_ps(dd, q, acc[r]);
         }
     }
     for r in 0..R {
         out[r] = hsum(acc[r]) + _mm_cvtss_f32(_mm_movehdup_ps(summs[r]));
     }
+}
 }
 
 /// A weight block of 32 signed quants under one f16 scale stored first.
@@ -192,17 +176,13 @@ impl SignedQuants for BlockQ8_0 {
     }
 }
 
+crate::simd::vnni_twins! {
 /// `out[r] = dot(w[r*nb..(r+1)*nb], y)` for Q4_0 or Q8_0 weights x Q8_0 (`nb = y.len()`).
 ///
 /// # Panics
 /// If `w.len() != R * y.len()`.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn signed_rows<const R: usize, B: SignedQuants>(
+pub(crate) fn signed_rows / signed_rows_vnni [const R: usize, B: SignedQuants] (
     w: &[B],
     y: &[BlockQ8_0],
     out: &mut [f32; R],
@@ -227,11 +207,13 @@ pub(crate) fn signed_rows<const R: usize, B: SignedQuants>(
             // least 2 more bytes); this build has AVX2.
             let (xd, qx) = unsafe { (load_f16x2(xb as *const B as *const u8), xb.quants()) };
             let dd = _mm256_broadcastss_ps(_mm_mul_ps(xd, yd));
-            let q = _mm256_cvtepi32_ps(dot_i8_i8(qx, qy));
+            // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+            let q = _mm256_cvtepi32_ps(unsafe { dot_i8_i8::<VNNI>(qx, qy) });
             acc[r] = _mm256_fmadd_ps(dd, q, acc[r]);
         }
     }
     for r in 0..R {
         out[r] = hsum(acc[r]);
     }
+}
 }

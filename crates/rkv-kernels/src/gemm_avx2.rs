@@ -27,17 +27,13 @@ use crate::interleaved::ROWS_X8;
 use crate::packed_q4_1::BlockQ4_1x8;
 use crate::packed_q8_0::BlockQ8_0x8;
 
+crate::simd::vnni_twins! {
 /// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q4_1.rs`.
 ///
 /// # Panics
 /// If some `ys[t].len() != w.len()`.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn q4_1x8_tile<const T: usize>(
+pub(crate) fn q4_1x8_tile / q4_1x8_tile_vnni [const T: usize] (
     w: &[BlockQ4_1x8],
     ys: &[&[BlockQ8_1]; T],
     out: &mut [[f32; ROWS_X8]; T],
@@ -74,7 +70,8 @@ pub(crate) fn q4_1x8_tile<const T: usize>(
                         _mm256_set1_epi32((q.add(16 + 4 * c) as *const i32).read_unaligned()),
                     )
                 };
-                sums[t] = accumulate(sums[t], lo, ylo, hi, yhi);
+                // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+                sums[t] = unsafe { accumulate::<VNNI>(sums[t], lo, ylo, hi, yhi) };
             }
         }
         for t in 0..T {
@@ -82,7 +79,8 @@ pub(crate) fn q4_1x8_tile<const T: usize>(
             let ds = unsafe { load_f16x2(ys[t].get_unchecked(b) as *const BlockQ8_1 as *const u8) };
             let dt = _mm256_broadcastss_ps(ds);
             let st = _mm256_broadcastss_ps(_mm_movehdup_ps(ds));
-            let q = _mm256_cvtepi32_ps(lane_sums(sums[t]));
+            // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+            let q = _mm256_cvtepi32_ps(unsafe { lane_sums::<VNNI>(sums[t]) });
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dt), q, acc[t]);
             acc[t] = _mm256_fmadd_ps(m8, st, acc[t]);
         }
@@ -92,18 +90,15 @@ pub(crate) fn q4_1x8_tile<const T: usize>(
         unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
     }
 }
+}
 
+crate::simd::vnni_twins! {
 /// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q8_0.rs`.
 ///
 /// # Panics
 /// If some `ys[t].len() != w.len()`.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn q8_0x8_tile<const T: usize>(
+pub(crate) fn q8_0x8_tile / q8_0x8_tile_vnni [const T: usize] (
     w: &[BlockQ8_0x8],
     ys: &[&[BlockQ8_0]; T],
     out: &mut [[f32; ROWS_X8]; T],
@@ -129,7 +124,9 @@ pub(crate) fn q8_0x8_tile<const T: usize>(
                     let q = ys[t].get_unchecked(b).qs.as_ptr();
                     _mm256_set1_epi32((q.add(4 * c) as *const i32).read_unaligned())
                 };
-                sums[t] = accumulate_signed(sums[t], abs, _mm256_sign_epi8(y, raw));
+                let sy = _mm256_sign_epi8(y, raw);
+                // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+                sums[t] = unsafe { accumulate_signed::<VNNI>(sums[t], abs, sy) };
             }
         }
         for t in 0..T {
@@ -144,66 +141,60 @@ pub(crate) fn q8_0x8_tile<const T: usize>(
         unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
     }
 }
+}
 
 /// Adds the four-value products of `abs` (u8) with `sy` (i8) into each i32 lane.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-fn accumulate_signed(sum: __m256i, abs: __m256i, sy: __m256i) -> __m256i {
-    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
-    {
-        _mm256_dpbusd_epi32(sum, abs, sy)
-    }
-    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
-    {
-        let pairs = _mm256_maddubs_epi16(abs, sy);
-        _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+///
+/// # Safety
+/// The CPU must have AVX2, and AVX-512 VNNI and VL where `VNNI`; call it from a function
+/// compiled with those features (it is inlined there).
+#[inline(always)]
+unsafe fn accumulate_signed<const VNNI: bool>(sum: __m256i, abs: __m256i, sy: __m256i) -> __m256i {
+    // SAFETY: the caller's CPU has the features (above).
+    unsafe {
+        if VNNI {
+            _mm256_dpbusd_epi32(sum, abs, sy)
+        } else {
+            let pairs = _mm256_maddubs_epi16(abs, sy);
+            _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+        }
     }
 }
 
 /// Adds the products of `lo` with `ylo` and `hi` with `yhi` into the running sums
 /// (i16 pairs with AVX2, i32 lanes with VNNI).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn accumulate(
+///
+/// # Safety
+/// As [`accumulate_signed`].
+#[inline(always)]
+pub(crate) unsafe fn accumulate<const VNNI: bool>(
     sum: __m256i,
     lo: __m256i,
     ylo: __m256i,
     hi: __m256i,
     yhi: __m256i,
 ) -> __m256i {
-    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
-    {
-        _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(sum, lo, ylo), hi, yhi)
-    }
-    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
-    {
-        let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
-        _mm256_add_epi16(sum, p)
+    // SAFETY: the caller's CPU has the features (above).
+    unsafe {
+        if VNNI {
+            _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(sum, lo, ylo), hi, yhi)
+        } else {
+            let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+            _mm256_add_epi16(sum, p)
+        }
     }
 }
 
 /// Each row's exact block sum in its own i32 lane.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn lane_sums(sum: __m256i) -> __m256i {
-    #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
-    {
+///
+/// # Safety
+/// As [`accumulate_signed`].
+#[inline(always)]
+pub(crate) unsafe fn lane_sums<const VNNI: bool>(sum: __m256i) -> __m256i {
+    if VNNI {
         sum
-    }
-    #[cfg(not(all(target_feature = "avx512vnni", target_feature = "avx512vl")))]
-    {
-        _mm256_madd_epi16(sum, _mm256_set1_epi16(1))
+    } else {
+        // SAFETY: the caller's CPU has AVX2 (above).
+        unsafe { _mm256_madd_epi16(sum, _mm256_set1_epi16(1)) }
     }
 }

@@ -29,10 +29,6 @@ use crate::packed_q5_1::BlockQ5_1x8;
 /// fifth bit of a low-nibble value is set, and the same for high-nibble values.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
 fn fifth_bits(qh: __m256i, c: usize) -> (__m256i, __m256i) {
     // Byte `k` of row `i`'s lane takes the lane's byte `c` (shuffles stay in halves).
     #[rustfmt::skip]
@@ -57,10 +53,6 @@ fn fifth_bits(qh: __m256i, c: usize) -> (__m256i, __m256i) {
 /// `b < y.len()` and `c < 4`; `q` points at the block's 32 quants.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
 unsafe fn words(q: *const i8, c: usize) -> (__m256i, __m256i) {
     // SAFETY: the caller's contract: 16 + 4 c + 4 <= 32 readable quants.
     unsafe {
@@ -71,17 +63,13 @@ unsafe fn words(q: *const i8, c: usize) -> (__m256i, __m256i) {
     }
 }
 
+crate::simd::vnni_twins! {
 /// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q5_0.rs`.
 ///
 /// # Panics
 /// If some `ys[t].len() != w.len()`.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn q5_0x8_tile<const T: usize>(
+pub(crate) fn q5_0x8_tile / q5_0x8_tile_vnni [const T: usize] (
     w: &[BlockQ5_0x8],
     ys: &[&[BlockQ8_0]; T],
     out: &mut [[f32; ROWS_X8]; T],
@@ -120,19 +108,16 @@ pub(crate) fn q5_0x8_tile<const T: usize>(
             for t in 0..T {
                 // SAFETY: b < ys[t].len(), c < 4.
                 let (ylo, yhi) = unsafe { words(ys[t].get_unchecked(b).qs.as_ptr(), c) };
-                sums[t] = accumulate(
-                    sums[t],
-                    alo,
-                    _mm256_sign_epi8(ylo, lo),
-                    ahi,
-                    _mm256_sign_epi8(yhi, hi),
-                );
+                let (slo, shi) = (_mm256_sign_epi8(ylo, lo), _mm256_sign_epi8(yhi, hi));
+                // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+                sums[t] = unsafe { accumulate::<VNNI>(sums[t], alo, slo, ahi, shi) };
             }
         }
         for t in 0..T {
             // SAFETY: b < ys[t].len().
             let dt = _mm256_set1_ps(unsafe { ys[t].get_unchecked(b) }.d.to_f32());
-            let q = _mm256_cvtepi32_ps(lane_sums(sums[t]));
+            // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+            let q = _mm256_cvtepi32_ps(unsafe { lane_sums::<VNNI>(sums[t]) });
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dt), q, acc[t]);
         }
     }
@@ -141,18 +126,15 @@ pub(crate) fn q5_0x8_tile<const T: usize>(
         unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
     }
 }
+}
 
+crate::simd::vnni_twins! {
 /// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q5_1.rs`.
 ///
 /// # Panics
 /// If some `ys[t].len() != w.len()`.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[cfg_attr(
-    all(target_feature = "avx512vnni", target_feature = "avx512vl"),
-    target_feature(enable = "avx512vnni,avx512vl")
-)]
-pub(crate) fn q5_1x8_tile<const T: usize>(
+pub(crate) fn q5_1x8_tile / q5_1x8_tile_vnni [const T: usize] (
     w: &[BlockQ5_1x8],
     ys: &[&[BlockQ8_1]; T],
     out: &mut [[f32; ROWS_X8]; T],
@@ -189,11 +171,14 @@ pub(crate) fn q5_1x8_tile<const T: usize>(
             for t in 0..T {
                 // SAFETY: b < ys[t].len(), c < 4.
                 let (ylo, yhi) = unsafe { words(ys[t].get_unchecked(b).qs.as_ptr(), c) };
-                part[t] = accumulate(part[t], lo, ylo, hi, yhi);
+                // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+                part[t] = unsafe { accumulate::<VNNI>(part[t], lo, ylo, hi, yhi) };
             }
             if c % 2 == 1 {
                 for t in 0..T {
-                    sums[t] = _mm256_add_epi32(sums[t], lane_sums(part[t]));
+                    // SAFETY: the function has VNNI's features where `VNNI` (`vnni_twins`).
+                    let part_sums = unsafe { lane_sums::<VNNI>(part[t]) };
+                    sums[t] = _mm256_add_epi32(sums[t], part_sums);
                     part[t] = _mm256_setzero_si256();
                 }
             }
@@ -212,4 +197,5 @@ pub(crate) fn q5_1x8_tile<const T: usize>(
         // SAFETY: `out[t]` is 8 writable f32; unaligned store.
         unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
     }
+}
 }

@@ -6,7 +6,8 @@
 //! layouts work with `stride = kv_heads * d` and the slice starting at the
 //! head's offset). Numerics: exact f16 -> f32 widening, f32 FMA accumulation;
 //! the summation order differs from the scalar loops (agreement to f32
-//! rounding). With AVX-512 and `d == 64`, `g <= 4` the query (or output)
+//! rounding). The SIMD path is chosen at run time from the CPU's features.
+//! With AVX-512 and `d == 64`, `g <= 4` the query (or output)
 //! heads stay in registers; otherwise, with AVX2 and `d` a multiple of 32,
 //! `g <= 4`, `gqa_avx2.rs`'s blocked kernels run; other shapes loop over
 //! [`dot_f16_multi`] / [`axpy_f16_multi`].
@@ -45,22 +46,22 @@ fn shape(cache: usize, stride: usize, d: usize, heads_len: usize, gn: usize) -> 
 /// `k` is shorter than `(n - 1) * stride + d`.
 pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &mut [f32]) {
     let (g, n) = shape(k.len(), stride, d, qs.len(), scores.len());
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    if d == avx512::D && g <= 4 {
-        // SAFETY: avx512f is enabled for the whole build (cfg above); the
-        // shapes were checked by `shape`.
+    #[cfg(target_arch = "x86_64")]
+    if d == avx512::D && g <= 4 && crate::simd::avx512f() {
+        // SAFETY: the CPU has AVX-512F (checked above); the shapes were checked by
+        // `shape`.
         unsafe { avx512::scores(k, stride, qs, scores, g, n) };
         return;
     }
-    #[cfg(x86_64_v3)]
-    let done = if crate::gqa_avx2::fits(d, g) {
-        // SAFETY: the target has AVX2, FMA and F16C (cfg above); the shapes were
+    #[cfg(target_arch = "x86_64")]
+    let done = if crate::gqa_avx2::fits(d, g) && crate::simd::avx2() {
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked above); the shapes were
         // checked by `shape` and `fits`.
         unsafe { crate::gqa_avx2::scores(k, stride, d, qs, scores, g, n) }
     } else {
         0
     };
-    #[cfg(not(x86_64_v3))]
+    #[cfg(not(target_arch = "x86_64"))]
     let done = 0;
     let mut row = [0.0f32; 16];
     for j in done..n {
@@ -82,16 +83,16 @@ pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &m
 /// As [`gqa_scores_f16`], with `out` for `qs` and `w` for `scores`.
 pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: &mut [f32]) {
     let (g, n) = shape(v.len(), stride, d, out.len(), w.len());
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    if d == avx512::D && g <= 4 {
-        // SAFETY: avx512f is enabled for the whole build (cfg above); the
-        // shapes were checked by `shape`.
+    #[cfg(target_arch = "x86_64")]
+    if d == avx512::D && g <= 4 && crate::simd::avx512f() {
+        // SAFETY: the CPU has AVX-512F (checked above); the shapes were checked by
+        // `shape`.
         unsafe { avx512::weighted_sum(v, stride, w, out, g, n) };
         return;
     }
-    #[cfg(x86_64_v3)]
-    if crate::gqa_avx2::fits(d, g) {
-        // SAFETY: the target has AVX2, FMA and F16C (cfg above); the shapes were
+    #[cfg(target_arch = "x86_64")]
+    if crate::gqa_avx2::fits(d, g) && crate::simd::avx2() {
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked above); the shapes were
         // checked by `shape` and `fits`.
         unsafe { crate::gqa_avx2::weighted_sum(v, stride, d, w, out, g, n) };
         return;
@@ -109,7 +110,7 @@ pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: 
     }
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[cfg(target_arch = "x86_64")]
 mod avx512 {
     use half::f16;
     use std::arch::x86_64::*;

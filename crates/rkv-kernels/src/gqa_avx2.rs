@@ -1,7 +1,7 @@
 //! The row-batched GQA kernels of `gqa.rs` on AVX2 (with FMA and F16C: x86-64-v3), for
 //! builds without AVX-512: head sizes that are a multiple of 8, groups of up to 4 query
-//! heads. Called from `gqa.rs` under the compile-time guarantee of those features, with
-//! the shapes `gqa::shape` checked.
+//! heads. Called from `gqa.rs` only when the CPU has those features (asked at run time),
+//! with the shapes `gqa::shape` checked.
 //!
 //! Owns: scores in blocks of 8 cached rows (each row widened once into a buffer, each
 //! head's 8 products reduced together by one tree of horizontal adds) and the weighted

@@ -44,12 +44,22 @@ pub trait Interleaved: Copy + Default + Send + Sync {
     /// (as many blocks), in the format's numerics (the scalar oracle).
     fn dot_lane_ref(w: &[Self], lane: usize, y: &[Self::Act]) -> f32;
     /// `out[t][i] = dot(lane i of w, ys[t])`, bit for bit [`Self::dot_lane_ref`]; the
-    /// SIMD micro-kernel where the build has one.
+    /// SIMD micro-kernel where the format has one and the CPU its features, else
+    /// [`tile_ref`].
     fn tile<const T: usize>(w: &[Self], ys: &[&[Self::Act]; T], out: &mut [[f32; ROWS_X8]; T]) {
-        for t in 0..T {
-            for (i, o) in out[t].iter_mut().enumerate() {
-                *o = Self::dot_lane_ref(w, i, ys[t]);
-            }
+        tile_ref(w, ys, out)
+    }
+}
+
+/// [`Interleaved::tile`] by [`Interleaved::dot_lane_ref`], output by output.
+pub fn tile_ref<P: Interleaved, const T: usize>(
+    w: &[P],
+    ys: &[&[P::Act]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    for t in 0..T {
+        for (i, o) in out[t].iter_mut().enumerate() {
+            *o = P::dot_lane_ref(w, i, ys[t]);
         }
     }
 }

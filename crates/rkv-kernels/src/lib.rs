@@ -3,44 +3,32 @@
 //! activation quantisation, quantised and dense matmuls, and the f16/f32 vector
 //! helpers of attention.
 //!
-//! SIMD code paths are selected at compile time (the workspace builds with
-//! `-C target-cpu=native`); every one has a scalar fallback and a scalar
-//! reference used as the test oracle.
+//! SIMD code paths are chosen at run time from the CPU's features (`simd.rs`), so a
+//! binary built for the portable target takes them where the CPU has them; every one
+//! has a scalar fallback and a scalar reference used as the test oracle.
 
 pub mod attn;
-#[cfg(all(
-    x86_64_v3,
-    not(all(
-        target_feature = "avx512f",
-        target_feature = "avx512bw",
-        target_feature = "avx512vl"
-    ))
-))]
+#[cfg(target_arch = "x86_64")]
 mod attn_avx2;
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx512f",
-    target_feature = "avx512bw",
-    target_feature = "avx512vl"
-))]
+#[cfg(target_arch = "x86_64")]
 mod attn_avx512;
 pub mod blocks;
 pub mod blocks_k;
 pub mod blocks_q5;
 pub mod build_info;
 pub mod dot;
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 mod dot_avx2;
 pub mod error;
 pub mod gemm;
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 mod gemm_avx2;
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 mod gemm_avx2_k;
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 mod gemm_avx2_q5;
 pub mod gqa;
-#[cfg(x86_64_v3)]
+#[cfg(target_arch = "x86_64")]
 mod gqa_avx2;
 pub mod interleaved;
 pub mod matmul;
@@ -52,6 +40,7 @@ pub mod packed_q5_k;
 pub mod packed_q6_k;
 pub mod packed_q8_0;
 pub mod quantize;
+mod simd;
 
 pub use attn::{
     axpy_f16, axpy_f16_multi, axpy_f32, dot_bf16, dot_f16, dot_f16_multi, dot_f32,

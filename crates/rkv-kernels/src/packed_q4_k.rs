@@ -139,10 +139,12 @@ impl Interleaved for BlockQ4_Kx8 {
             .fold(0.0, |acc, (wb, yb)| wb.add_lane(acc, i, yb, |_, _| 0))
     }
 
-    #[cfg(x86_64_v3)]
     fn tile<const T: usize>(w: &[Self], ys: &[&[BlockQ8K]; T], out: &mut [[f32; ROWS_X8]; T]) {
-        // SAFETY: the kernel's target features are enabled for the whole build (the
-        // cfg above), so the CPU running it has them.
-        unsafe { crate::gemm_avx2_k::q4_kx8_tile::<T>(w, ys, out) }
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx2() {
+            // SAFETY: the CPU has the kernel's target features (checked above).
+            return unsafe { crate::gemm_avx2_k::q4_kx8_tile::<T>(w, ys, out) };
+        }
+        crate::interleaved::tile_ref(w, ys, out)
     }
 }

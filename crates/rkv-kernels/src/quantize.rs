@@ -71,28 +71,15 @@ pub fn quantize_row_q8_1_ref(x: &[f32], y: &mut [BlockQ8_1]) -> Result<(), Kerne
 /// # Errors
 /// When `x.len() % 32 != 0` or `y.len() != x.len() / 32`.
 pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) -> Result<(), KernelError> {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    {
-        check_shapes(x, y.len())?;
-        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
-            // SAFETY: avx512f is enabled for the whole build (cfg above).
-            let (d, _) = unsafe { avx512::quantize_block(xb, &mut b.qs) };
-            b.d = f16::from_f32(d);
-        }
-        Ok(())
+    check_shapes(x, y.len())?;
+    let Some(block) = simd_block() else {
+        return quantize_row_q8_0_ref(x, y);
+    };
+    for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+        let (d, _) = block(xb, &mut b.qs);
+        b.d = f16::from_f32(d);
     }
-    #[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
-    {
-        check_shapes(x, y.len())?;
-        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
-            // SAFETY: x86_64_v3 (AVX2, FMA) is enabled for the whole build (cfg above).
-            let (d, _) = unsafe { avx2::quantize_block(xb, &mut b.qs) };
-            b.d = f16::from_f32(d);
-        }
-        Ok(())
-    }
-    #[cfg(not(any(all(target_arch = "x86_64", target_feature = "avx512f"), x86_64_v3)))]
-    quantize_row_q8_0_ref(x, y)
+    Ok(())
 }
 
 /// Quantises `x` (length a multiple of 32) into Q8_1 blocks `y`.
@@ -100,33 +87,37 @@ pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) -> Result<(), KernelErr
 /// # Errors
 /// When `x.len() % 32 != 0` or `y.len() != x.len() / 32`.
 pub fn quantize_row_q8_1(x: &[f32], y: &mut [BlockQ8_1]) -> Result<(), KernelError> {
-    #[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
-    {
-        check_shapes(x, y.len())?;
-        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
-            // SAFETY: avx512f is enabled for the whole build (cfg above).
-            let (d, sum) = unsafe { avx512::quantize_block(xb, &mut b.qs) };
-            b.d = f16::from_f32(d);
-            b.s = f16::from_f32(d * sum as f32);
-        }
-        Ok(())
+    check_shapes(x, y.len())?;
+    let Some(block) = simd_block() else {
+        return quantize_row_q8_1_ref(x, y);
+    };
+    for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
+        let (d, sum) = block(xb, &mut b.qs);
+        b.d = f16::from_f32(d);
+        b.s = f16::from_f32(d * sum as f32);
     }
-    #[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
-    {
-        check_shapes(x, y.len())?;
-        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK)) {
-            // SAFETY: x86_64_v3 (AVX2, FMA) is enabled for the whole build (cfg above).
-            let (d, sum) = unsafe { avx2::quantize_block(xb, &mut b.qs) };
-            b.d = f16::from_f32(d);
-            b.s = f16::from_f32(d * sum as f32);
-        }
-        Ok(())
-    }
-    #[cfg(not(any(all(target_arch = "x86_64", target_feature = "avx512f"), x86_64_v3)))]
-    quantize_row_q8_1_ref(x, y)
+    Ok(())
 }
 
-#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+/// One block's SIMD quantiser, `(x, qs) -> (d, sum(qs))`, for the running CPU: AVX-512F,
+/// else AVX2 with FMA, else none (the scalar path).
+#[allow(clippy::type_complexity)]
+fn simd_block() -> Option<fn(&[f32], &mut [i8; QK]) -> (f32, i32)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::simd::avx512f() {
+            // SAFETY (of the call inside): the CPU has AVX-512F (checked above).
+            return Some(|x, qs| unsafe { avx512::quantize_block(x, qs) });
+        }
+        if crate::simd::avx2() {
+            // SAFETY (of the call inside): the CPU has AVX2 and FMA (checked above).
+            return Some(|x, qs| unsafe { avx2::quantize_block(x, qs) });
+        }
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::QK;
     use std::arch::x86_64::*;
@@ -164,7 +155,7 @@ mod avx512 {
     }
 }
 
-#[cfg(all(x86_64_v3, not(target_feature = "avx512f")))]
+#[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::QK;
     use std::arch::x86_64::*;

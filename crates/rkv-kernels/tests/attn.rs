@@ -97,6 +97,27 @@ fn slice_conversions_match_half() {
 }
 
 #[test]
+fn rounding_through_f16_matches_half() {
+    let mut r = rng(16);
+    let x: Vec<f32> = floats(&mut r, 83, 70000.0)
+        .into_iter()
+        .chain([
+            1e-8,
+            -0.0,
+            65520.0,
+            f32::INFINITY,
+            2.0f32.powi(-24) * 1.5,
+            1.0 + 2e-4,
+        ])
+        .collect();
+    let mut got = x.clone();
+    rkv_kernels::attn::round_through_f16(&mut got);
+    for (a, b) in x.iter().zip(&got) {
+        assert_eq!(f16::from_f32(*a).to_f32().to_bits(), b.to_bits(), "{a}");
+    }
+}
+
+#[test]
 fn multi_axpy_matches_single() {
     let mut r = rng(15);
     for (g, d) in [(1usize, 64usize), (3, 64), (5, 17), (9, 128)] {
