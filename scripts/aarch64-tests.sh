@@ -19,7 +19,7 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export CARGO_TARGET_DIR=target/aarch64
 # The workspace's `-C target-cpu=native` (.cargo/config.toml) names this machine's CPU;
-# the aarch64 build takes the target's baseline instead.
+# the aarch64 build takes the target's baseline instead (the x86 SIMD paths are not built).
 export RUSTFLAGS=""
 export PROPTEST_CASES=${PROPTEST_CASES:-16}
 cargo build --release --target "$target" --workspace --all-targets

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The AVX-512 paths' tests from a machine without AVX-512 (or on one): builds the test
-# binaries of rkv-core and rkv-kernels for x86-64-v4 with VNNI (what their AVX-512 cfg
-# gates ask for) into target/avx512-tests/, with the golden vectors and run.sh beside
+# binaries of rkv-core and rkv-kernels for x86-64-v4 with VNNI (the SIMD paths are chosen
+# at run time, so any build tests them on such a CPU; this one also has the rest of the
+# code compiled for it) into target/avx512-tests/, with the golden vectors and run.sh beside
 # them. Copy that folder to an AVX-512 machine (glibc as new as this one's) and run
 # `bash run.sh` there; on an AVX-512 machine this script runs them at once.
 # `./scripts/test.sh` tests only the paths of the CPU it runs on.

@@ -300,6 +300,7 @@ def main():
 
     out += serve_section()
     out += llamacpp_section()
+    out += portable_section()
 
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write("\n".join(out) + "\n")
@@ -391,32 +392,78 @@ BUILD_LLAMACPP = [
 
 
 def llamacpp_section():
-    """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh)."""
-    head, rows = read_results("llamacpp_side_by_side.jsonl")
+    """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh) and
+    bench/results/llamacpp_depth.jsonl (scripts/bench_llamacpp_depth.sh)."""
+    out = llamacpp_table("llamacpp_side_by_side.jsonl", "## rkv against llama.cpp on Q4_K_M files",
+                         "`scripts/bench_llamacpp.sh`")
+    out += llamacpp_table("llamacpp_depth.jsonl", "### The 1.5B shape at depth, and R-KV against llama.cpp's full cache",
+                          "`scripts/bench_llamacpp_depth.sh`")
+    return (out + [""] if out else []) + BUILD_LLAMACPP
+
+
+def llamacpp_table(name, title, script):
+    """One results file of `rkv bench decode --llama-bench` as a table ([] when absent)."""
+    head, rows = read_results(name)
     theirs = [r for r in rows if r.get("bench") == "decode_llamacpp"]
     if not theirs:
-        return BUILD_LLAMACPP
-    ours = {(r["model"], r["depth"]): r for r in rows if r.get("bench") == "decode"}
-    out = ["## rkv against llama.cpp on Q4_K_M files", "",
-           f"`scripts/bench_llamacpp.sh` (`{head['command']}`); machine: {head['machine']}; commit `{head['commit']}`; "
+        return []
+    def key(r):
+        policy = r.get("policy", "full")
+        return (r["model"], r["depth"], policy, None if policy == "full" else r.get("budget"))
+    ours = {key(r): r for r in rows if r.get("bench") == "decode"}
+    out = [title, "",
+           f"{script} (`{head['command']}`); machine: {head['machine']}; commit `{head['commit']}`; "
            f"date: {head['date']}. Each file's rows come from one invocation whose repeats alternate rkv and "
            "llama.cpp's `llama-bench` (2 threads, f16 KV, flash attention off); ratios are rkv / llama.cpp per repeat, "
            "median (min-max). `default-q4_k_m.gguf` is the default model requantised by `rkv quantize --type q4_k_m` "
            "(llama.cpp's layout: Q5_0 and Q8_0 for the 576-wide rows, Q4_K and Q6_K for `ffn_down`); "
-           "`r1-qwen-1.5b-q4_k_m.gguf` is `rkv bench model`'s random-weight file of R1-Distill-Qwen-1.5B's shapes.", "",
-           "| file | depth | rkv decode tok/s | llama.cpp decode tok/s | decode ratio | prompt of `depth` tokens: rkv tok/s "
-           "| llama.cpp tok/s | prompt ratio |",
-           "|---|---|---|---|---|---|---|---|"]
+           "`r1-qwen-1.5b-q4_k_m.gguf` is `rkv bench model`'s random-weight file of R1-Distill-Qwen-1.5B's shapes. "
+           "llama.cpp always keeps the whole cache; the rkv cache column says what rkv kept (a compressing "
+           "policy's prefill compresses too, so its prompt speed is not compared).", "",
+           "| file | depth | rkv cache | rkv decode tok/s | llama.cpp decode tok/s | decode ratio "
+           "| prompt of `depth` tokens: rkv tok/s | llama.cpp tok/s | prompt ratio |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for t in theirs:
-        o = ours.get((t["model"], t["depth"]))
+        o = ours.get(key(t))
         if o is None:
             continue
+        policy = t.get("policy", "full")
+        cache = "full" if policy == "full" else f"{policy}, budget {t.get('budget')}"
         p = t.get("prompt_tokens_per_s")
-        out.append(f"| `{t['model']}` | {t['depth']} | {fmt(o['decode_tokens_per_s'])} | "
+        out.append(f"| `{t['model']}` | {t['depth']} | {cache} | {fmt(o['decode_tokens_per_s'])} | "
                    f"{fmt(t['decode_tokens_per_s'])} | {fmt(t['decode_speed_ratio'], 2)} | "
                    + (f"{fmt(o['prefill_tokens_per_s'])} | {fmt(p)} | {fmt(t['prompt_speed_ratio'], 2)} |" if p
                       else "- | - | - |"))
-    return out + [""] + BUILD_LLAMACPP
+    return out + [""]
+
+
+def portable_section():
+    """bench/results/portable.jsonl (scripts/bench_portable.sh)."""
+    head, rows = read_results("portable.jsonl")
+    runs = [r for r in rows if r.get("bench") == "decode"]
+    if not runs:
+        return []
+    kernels = {r["build"]: r["kernels"] for r in rows if "kernels" in r}
+    by = {(r["build"], r["round"], r["depth"]): r for r in runs}
+    rounds = sorted({r["round"] for r in runs})
+    out = ["## Portable build against native", "",
+           f"`scripts/bench_portable.sh` (`{head['command']}` with each binary in turn, {len(rounds)} rounds); "
+           f"machine: {head['machine']}; commit `{head['commit']}`; date: {head['date']}. Both binaries choose their "
+           f"SIMD kernels at run time (native: `{kernels.get('native', '?')}`; portable: "
+           f"`{kernels.get('portable', '?')}`); the portable one compiles everything else for the x86-64 baseline. "
+           "Tokens/s are the medians of each round's 3 repeats, median (min-max) over rounds; the ratio is "
+           "portable / native within a round.", "",
+           "| depth | native decode | portable decode | ratio | native prefill | portable prefill | ratio |",
+           "|---|---|---|---|---|---|---|"]
+    for depth in sorted({r["depth"] for r in runs}):
+        cols = []
+        for field in ("decode_tokens_per_s", "prefill_tokens_per_s"):
+            nat = [by[("native", k, depth)][field]["median"] for k in rounds if ("native", k, depth) in by]
+            por = [by[("portable", k, depth)][field]["median"] for k in rounds if ("portable", k, depth) in by]
+            ratio = [p / n for p, n in zip(por, nat)]
+            cols += [fmt(spread(nat)), fmt(spread(por)), fmt(spread(ratio), 2)]
+        out.append(f"| {depth} | " + " | ".join(cols) + " |")
+    return out + [""]
 
 
 def read_results(name):

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use rkv_core::config::CompressionConfig;
+use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqStats};
 use serde_json::json;
 
@@ -204,11 +204,15 @@ fn decode(a: DecodeArgs) -> Result<()> {
         };
         let mut measured = vec![Measured::default(); runs.len()];
         let mut theirs = Theirs::default();
+        // llama.cpp's prompt speed is compared only against a FullKV prefill: with a
+        // compressing policy rkv's prefill also compresses (and the depth's prompt is
+        // the longest part of a repeat).
+        let full = compression.policy == PolicyKind::Full;
         for rep in 0..a.repeat {
             // llama.cpp runs after rkv in even repeats, before it in odd ones.
             let llama_first = rep % 2 == 1;
             if let (Some(l), true) = (llama.as_mut(), llama_first) {
-                theirs.add(l, depth, a.tokens)?;
+                theirs.add(l, depth, a.tokens, full)?;
             }
             if let Some(other) = second.as_mut() {
                 // The policies change engines every repeat (one engine ran 2% slower
@@ -227,7 +231,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 measured[k].add(&out.stats);
             }
             if let (Some(l), false) = (llama.as_mut(), llama_first) {
-                theirs.add(l, depth, a.tokens)?;
+                theirs.add(l, depth, a.tokens, full)?;
             }
         }
         let rows: Vec<serde_json::Value> = runs
@@ -350,15 +354,16 @@ fn interleaved(
 /// What llama-bench measured over the repeats at one depth.
 #[derive(Debug, Clone, Default)]
 struct Theirs {
-    /// `[repeats]` decode and (at depths above 0) prompt tokens per second.
+    /// `[repeats]` decode and (at depths above 0, against a FullKV rkv) prompt tokens
+    /// per second.
     decode: Vec<f64>,
     prompt: Vec<f64>,
 }
 
 impl Theirs {
-    fn add(&mut self, l: &mut LlamaBench, depth: usize, tokens: usize) -> Result<()> {
+    fn add(&mut self, l: &mut LlamaBench, depth: usize, tokens: usize, prompt: bool) -> Result<()> {
         self.decode.push(l.decode(depth, tokens)?);
-        if depth > 0 {
+        if depth > 0 && prompt {
             self.prompt.push(l.prompt(depth)?);
         }
         Ok(())
@@ -386,6 +391,9 @@ impl Theirs {
                 "tokens": a.tokens,
                 "repeat": a.repeat,
                 "llamacpp_build": l.build,
+                // rkv's policy; llama.cpp always keeps the whole cache.
+                "policy": a.kv.kv_policy,
+                "budget": a.kv.kv_budget,
                 "decode_tokens_per_s": summary_json(stats(&self.decode)),
                 "prompt_tokens_per_s": prompt.map(summary_json),
                 "decode_speed_ratio": summary_json(decode_ratio),

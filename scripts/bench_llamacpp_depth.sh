@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The R1-Distill-Qwen-1.5B-shaped Q4_K_M file (`rkv bench model`) against llama.cpp at
+# depth, side by side in one invocation each (`rkv bench decode --llama-bench`, the two
+# alternating repeat by repeat): both engines with the whole cache at depth 4096, and rkv
+# under R-KV at budget 1024 against llama.cpp's whole cache at depth 8000 (what a
+# compressed cache buys on a long reasoning trace). Writes
+# bench/results/llamacpp_depth.jsonl and re-renders BENCHMARKS.md. Every repeat prefills
+# the depth once in rkv and once in llama.cpp (twice for the full-cache row, whose prompt
+# speed is compared too): about 80 minutes on 2 cores with REPEAT=2.
+#
+# LLAMA_BENCH: llama.cpp's llama-bench (BENCHMARKS.md, "Building llama.cpp here").
+# WORK: where the model file is kept between runs (default: a temporary folder).
+# REPEAT: repeats per row (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LLAMA_BENCH=${LLAMA_BENCH:?set LLAMA_BENCH to llama.cpp\'s llama-bench binary}
+REPEAT=${REPEAT:-2}
+cargo build --release -p rkv-cli
+RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
+WORK=${WORK:-$(mktemp -d)}
+mkdir -p "$WORK"
+FILE="$WORK/r1-qwen-1.5b-q4_k_m.gguf"
+[ -f "$FILE" ] || "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$FILE" >&2
+out=bench/results/llamacpp_depth.jsonl
+tmp=$(mktemp)
+{
+  python3 - <<'PY'
+import json, subprocess, datetime
+cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+print(json.dumps({"machine": machine, "commit": commit,
+                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+                  "command": "rkv bench decode --threads 2 --model FILE [--kv-policy rkv --kv-budget 1024] "
+                             "--depths D --tokens 32 --repeat R --llama-bench LLAMA_BENCH --json"}))
+PY
+  echo "== depth 4096, both with the whole cache" >&2
+  "$RKV" bench decode --threads 2 --model "$FILE" --depths 4096 --tokens 32 \
+    --repeat "$REPEAT" --llama-bench "$LLAMA_BENCH" --json
+  echo "== depth 8000, rkv under R-KV at budget 1024" >&2
+  "$RKV" bench decode --threads 2 --model "$FILE" --kv-policy rkv --kv-budget 1024 \
+    --depths 8000 --tokens 32 --repeat "$REPEAT" --llama-bench "$LLAMA_BENCH" --json
+} > "$tmp"
+mv "$tmp" "$out"
+python3 scripts/render_benchmarks.py
