@@ -7,7 +7,8 @@
 //! head's offset). Numerics: exact f16 -> f32 widening, f32 FMA accumulation;
 //! the summation order differs from the scalar loops (agreement to f32
 //! rounding). The SIMD path is chosen at run time from the CPU's features.
-//! With AVX-512 and `d == 64`, `g <= 4` the query (or output)
+//! Groups of more than 4 query heads go through 4 at a time (each part re-reads the
+//! rows from cache). With AVX-512 and `d == 64`, `g <= 4` the query (or output)
 //! heads stay in registers; otherwise, with AVX2 and `d` a multiple of 32,
 //! `g <= 4`, `gqa_avx2.rs`'s blocked kernels run; other shapes loop over
 //! [`dot_f16_multi`] / [`axpy_f16_multi`].
@@ -15,6 +16,10 @@
 use half::f16;
 
 use crate::attn::{axpy_f16_multi, dot_f16_multi};
+
+/// Query heads one call of a SIMD kernel takes; larger groups (6 in R1-Distill-Qwen-1.5B,
+/// 7 in -7B) go through in parts of this many.
+const HEADS: usize = 4;
 
 /// Checks the shared contract and returns `(g, n)`.
 fn shape(cache: usize, stride: usize, d: usize, heads_len: usize, gn: usize) -> (usize, usize) {
@@ -46,6 +51,30 @@ fn shape(cache: usize, stride: usize, d: usize, heads_len: usize, gn: usize) -> 
 /// `k` is shorter than `(n - 1) * stride + d`.
 pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &mut [f32]) {
     let (g, n) = shape(k.len(), stride, d, qs.len(), scores.len());
+    // Heads in groups of up to `HEADS` (what the SIMD kernels hold in registers): group
+    // `h0..h0 + gs` is rows `h0..h0 + gs` of `[g, n]`.
+    let mut h0 = 0;
+    while h0 < g {
+        let gs = (g - h0).min(HEADS);
+        let (q, s) = (
+            &qs[h0 * d..(h0 + gs) * d],
+            &mut scores[h0 * n..(h0 + gs) * n],
+        );
+        scores_group(k, stride, d, q, s, gs, n);
+        h0 += gs;
+    }
+}
+
+/// [`gqa_scores_f16`] for `g <= HEADS` heads.
+fn scores_group(
+    k: &[f16],
+    stride: usize,
+    d: usize,
+    qs: &[f32],
+    scores: &mut [f32],
+    g: usize,
+    n: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     if d == avx512::D && g <= 4 && crate::simd::avx512f() {
         // SAFETY: the CPU has AVX-512F (checked above); the shapes were checked by
@@ -83,6 +112,25 @@ pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &m
 /// As [`gqa_scores_f16`], with `out` for `qs` and `w` for `scores`.
 pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: &mut [f32]) {
     let (g, n) = shape(v.len(), stride, d, out.len(), w.len());
+    let mut h0 = 0;
+    while h0 < g {
+        let gs = (g - h0).min(HEADS);
+        let (o, wg) = (&mut out[h0 * d..(h0 + gs) * d], &w[h0 * n..(h0 + gs) * n]);
+        weighted_sum_group(v, stride, d, wg, o, gs, n);
+        h0 += gs;
+    }
+}
+
+/// [`gqa_weighted_sum_f16`] for `g <= HEADS` heads.
+fn weighted_sum_group(
+    v: &[f16],
+    stride: usize,
+    d: usize,
+    w: &[f32],
+    out: &mut [f32],
+    g: usize,
+    n: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     if d == avx512::D && g <= 4 && crate::simd::avx512f() {
         // SAFETY: the CPU has AVX-512F (checked above); the shapes were checked by

@@ -27,6 +27,10 @@ fn scores_and_weighted_sum_match_scalar() {
         (3, 128, 384, 21),
         (4, 96, 96, 8),
         (2, 32, 32, 13),
+        // Groups past 4 heads, in parts (R1-Distill-Qwen-1.5B: 6 heads of 128; -7B: 7).
+        (6, 128, 256, 29),
+        (7, 128, 512, 17),
+        (9, 64, 64, 12),
     ] {
         let cache = to_f16(&floats(&mut r, n.max(1) * stride, 1.0));
         let qs = floats(&mut r, g * d, 1.0);
