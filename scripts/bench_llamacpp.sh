@@ -23,16 +23,7 @@ mkdir -p "$WORK"
 out=bench/results/llamacpp_side_by_side.jsonl
 tmp=$(mktemp)
 {
-  python3 - "$LLAMA_BENCH" <<'PY'
-import json, subprocess, sys, datetime
-cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-print(json.dumps({"machine": machine, "commit": commit,
-                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-                  "command": "rkv bench decode --threads 2 --model FILE --depths D --tokens T --repeat R "
-                             "--llama-bench LLAMA_BENCH --json"}))
-PY
+  python3 scripts/bench_header.py "rkv bench decode --threads 2 --model FILE --depths D --tokens T --repeat R --llama-bench LLAMA_BENCH --json"
   echo "== default model, Q4_K_M" >&2
   "$RKV" bench decode --threads 2 --model "$WORK/default-q4_k_m.gguf" --depths 0,512,4096 \
     --tokens 64 --repeat 3 --llama-bench "$LLAMA_BENCH" --json

@@ -13,15 +13,7 @@ RUSTFLAGS="-C target-cpu=x86-64" CARGO_TARGET_DIR=target/portable cargo build --
 out=bench/results/portable.jsonl
 tmp=$(mktemp)
 {
-  python3 - <<'PY'
-import json, subprocess, datetime
-cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-print(json.dumps({"machine": machine, "commit": commit,
-                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-                  "command": "rkv bench decode --threads 2 --depths 0,2048 --tokens 64 --repeat 3 --json"}))
-PY
+  python3 scripts/bench_header.py "rkv bench decode --threads 2 --depths 0,2048 --tokens 64 --repeat 3 --json"
   for round in $(seq "$ROUNDS"); do
     for build in native portable; do
       bin=target/release/rkv

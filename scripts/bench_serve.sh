@@ -21,14 +21,7 @@ args=(--threads 2 --requests "${REQUESTS:-64}" --concurrency 64 --max-tokens "${
 budgets=${BUDGETS-128 512 1024}
 tmp=$(mktemp)
 {
-  python3 - "$RKV bench serve ${args[*]} --kv-policy rkv --kv-budget 256 --compare-policy full${budgets:+; then --kv-policy rkv --kv-budget B for B in: $budgets}" <<'PY'
-import json, subprocess, sys, datetime
-cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-print(json.dumps({"command": sys.argv[1], "machine": machine, "commit": commit,
-                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}))
-PY
+  python3 scripts/bench_header.py "$RKV bench serve ${args[*]} --kv-policy rkv --kv-budget 256 --compare-policy full${budgets:+; then --kv-policy rkv --kv-budget B for B in: $budgets}"
   echo "== R-KV 256 against FullKV" >&2
   "$RKV" bench serve "${args[@]}" --kv-policy rkv --kv-budget 256 --compare-policy full
   for b in $budgets; do

@@ -13,13 +13,7 @@ OUT=bench/results
 ROUNDS=${ROUNDS:-3}
 TOKENS=${TOKENS:-256}
 header() {
-  python3 - "$1" <<'PY'
-import json, subprocess, sys, datetime
-cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
-print(json.dumps({"command": sys.argv[1], "machine": machine,
-                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}))
-PY
+  python3 scripts/bench_header.py "$1"
 }
 prompt=$(mktemp)
 head -1 ../shared/data/math500.jsonl > "$prompt.jsonl"
