@@ -24,16 +24,7 @@ FILE="$WORK/r1-qwen-1.5b-q4_k_m.gguf"
 out=bench/results/llamacpp_depth.jsonl
 tmp=$(mktemp)
 {
-  python3 - <<'PY'
-import json, subprocess, datetime
-cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-machine = "; ".join(" ".join(l.split()) for l in cpu if l.startswith(("Model name", "CPU(s)")))
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-print(json.dumps({"machine": machine, "commit": commit,
-                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-                  "command": "rkv bench decode --threads 2 --model FILE [--kv-policy rkv --kv-budget 1024] "
-                             "--depths D --tokens 32 --repeat R --llama-bench LLAMA_BENCH --json"}))
-PY
+  python3 scripts/bench_header.py "rkv bench decode --threads 2 --model FILE [--kv-policy rkv --kv-budget 1024] --depths D --tokens 32 --repeat R --llama-bench LLAMA_BENCH --json"
   echo "== depth 4096, both with the whole cache" >&2
   "$RKV" bench decode --threads 2 --model "$FILE" --depths 4096 --tokens 32 \
     --repeat "$REPEAT" --llama-bench "$LLAMA_BENCH" --json
