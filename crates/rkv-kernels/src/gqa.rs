@@ -51,16 +51,23 @@ fn shape(cache: usize, stride: usize, d: usize, heads_len: usize, gn: usize) -> 
 /// `k` is shorter than `(n - 1) * stride + d`.
 pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &mut [f32]) {
     let (g, n) = shape(k.len(), stride, d, qs.len(), scores.len());
-    // Heads in groups of up to `HEADS` (what the SIMD kernels hold in registers): group
-    // `h0..h0 + gs` is rows `h0..h0 + gs` of `[g, n]`.
-    let mut h0 = 0;
-    while h0 < g {
-        let gs = (g - h0).min(HEADS);
+    head_groups(g, |h0, gs| {
         let (q, s) = (
             &qs[h0 * d..(h0 + gs) * d],
             &mut scores[h0 * n..(h0 + gs) * n],
         );
         scores_group(k, stride, d, q, s, gs, n);
+    });
+}
+
+/// Calls `f(h0, gs)` for consecutive groups `h0..h0 + gs` of the `g` heads, each of at most
+/// `HEADS` (what the SIMD kernels hold in registers): rows `h0..h0 + gs` of the `[g, _]`
+/// buffers.
+fn head_groups(g: usize, mut f: impl FnMut(usize, usize)) {
+    let mut h0 = 0;
+    while h0 < g {
+        let gs = (g - h0).min(HEADS);
+        f(h0, gs);
         h0 += gs;
     }
 }
@@ -112,13 +119,10 @@ fn scores_group(
 /// As [`gqa_scores_f16`], with `out` for `qs` and `w` for `scores`.
 pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: &mut [f32]) {
     let (g, n) = shape(v.len(), stride, d, out.len(), w.len());
-    let mut h0 = 0;
-    while h0 < g {
-        let gs = (g - h0).min(HEADS);
+    head_groups(g, |h0, gs| {
         let (o, wg) = (&mut out[h0 * d..(h0 + gs) * d], &w[h0 * n..(h0 + gs) * n]);
         weighted_sum_group(v, stride, d, wg, o, gs, n);
-        h0 += gs;
-    }
+    });
 }
 
 /// [`gqa_weighted_sum_f16`] for `g <= HEADS` heads.
