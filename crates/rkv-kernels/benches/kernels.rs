@@ -1,5 +1,6 @@
 //! Kernel throughput: quantised matvec/matmul (weights streamed in GB/s) for
-//! SmolLM2-135M shapes, and the f16 attention dot over a 4096-row cache.
+//! SmolLM2-135M shapes and the K-quants on the 1.5B shape's output head, and the f16
+//! attention dot over a 4096-row cache.
 //! Set `RKV_BENCH_THREADS` (default 1) for the rayon pool size.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -22,6 +23,40 @@ fn random_q8_0(r: &mut StdRng, n: usize) -> Vec<BlockQ8_0> {
         .map(|_| BlockQ8_0 {
             d: f16::from_f32(r.gen_range(-0.05..0.05)),
             qs: std::array::from_fn(|_| r.gen_range(-127..=127)),
+        })
+        .collect()
+}
+
+fn random_q4_k(r: &mut StdRng, n: usize) -> Vec<BlockQ4K> {
+    (0..n)
+        .map(|_| BlockQ4K {
+            d: f16::from_f32(r.gen_range(-0.01..0.01)),
+            dmin: f16::from_f32(r.gen_range(-0.01..0.01)),
+            scales: std::array::from_fn(|_| r.gen()),
+            qs: std::array::from_fn(|_| r.gen()),
+        })
+        .collect()
+}
+
+fn random_q5_k(r: &mut StdRng, n: usize) -> Vec<BlockQ5K> {
+    (0..n)
+        .map(|_| BlockQ5K {
+            d: f16::from_f32(r.gen_range(-0.01..0.01)),
+            dmin: f16::from_f32(r.gen_range(-0.01..0.01)),
+            scales: std::array::from_fn(|_| r.gen()),
+            qh: std::array::from_fn(|_| r.gen()),
+            qs: std::array::from_fn(|_| r.gen()),
+        })
+        .collect()
+}
+
+fn random_q6_k(r: &mut StdRng, n: usize) -> Vec<BlockQ6K> {
+    (0..n)
+        .map(|_| BlockQ6K {
+            ql: std::array::from_fn(|_| r.gen()),
+            qh: std::array::from_fn(|_| r.gen()),
+            scales: std::array::from_fn(|_| r.gen_range(-32..32)),
+            d: f16::from_f32(r.gen_range(-0.01..0.01)),
         })
         .collect()
 }
@@ -88,6 +123,63 @@ fn bench_matmul(c: &mut Criterion) {
     g.finish();
 }
 
+/// The packed K-quant products on the 1.5B shape's largest matrix (the output head,
+/// 151936 x 1536, about 150-240 MB: streamed from memory, not cache).
+fn bench_kquant(c: &mut Criterion) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .build()
+        .unwrap();
+    let mut r = StdRng::seed_from_u64(11);
+    let mut g = c.benchmark_group(format!("kquant_t{}", threads()));
+    g.sample_size(10);
+    let (rows, cols) = (151936, 1536);
+    let nb = cols / QK_K;
+    let xf = floats(&mut r, 4 * cols);
+    let mut x = vec![BlockQ8K::default(); 4 * nb];
+    quantize_row_q8_k(&xf, &mut x).unwrap();
+    let mut out = vec![0.0f32; 4 * rows];
+    let name = format!("q4_k_{rows}x{cols}");
+    let packed = PackedQ4K::pack(&random_q4_k(&mut r, rows * nb), rows).unwrap();
+    g.throughput(Throughput::Bytes((rows * nb * BlockQ4K::BYTES) as u64));
+    for n in [1usize, 4] {
+        g.bench_function(BenchmarkId::new(&name, n), |b| {
+            b.iter(|| {
+                pool.install(|| {
+                    matmul_packed(&packed, &x[..n * nb], n, &mut out[..n * rows]).unwrap()
+                })
+            })
+        });
+    }
+    drop(packed);
+    let name = format!("q5_k_{rows}x{cols}");
+    let packed = PackedQ5K::pack(&random_q5_k(&mut r, rows * nb), rows).unwrap();
+    g.throughput(Throughput::Bytes((rows * nb * BlockQ5K::BYTES) as u64));
+    for n in [1usize, 4] {
+        g.bench_function(BenchmarkId::new(&name, n), |b| {
+            b.iter(|| {
+                pool.install(|| {
+                    matmul_packed(&packed, &x[..n * nb], n, &mut out[..n * rows]).unwrap()
+                })
+            })
+        });
+    }
+    drop(packed);
+    let name = format!("q6_k_{rows}x{cols}");
+    let packed = PackedQ6K::pack(&random_q6_k(&mut r, rows * nb), rows).unwrap();
+    g.throughput(Throughput::Bytes((rows * nb * BlockQ6K::BYTES) as u64));
+    for n in [1usize, 4] {
+        g.bench_function(BenchmarkId::new(&name, n), |b| {
+            b.iter(|| {
+                pool.install(|| {
+                    matmul_packed(&packed, &x[..n * nb], n, &mut out[..n * rows]).unwrap()
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
 fn bench_attn(c: &mut Criterion) {
     let mut r = StdRng::seed_from_u64(8);
     let (rows, d) = (4096, 64);
@@ -133,5 +225,5 @@ fn bench_attn(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_matmul, bench_attn);
+criterion_group!(benches, bench_matmul, bench_kquant, bench_attn);
 criterion_main!(benches);

@@ -11,9 +11,10 @@
 //! per row with two sums of the activation's `bsums` in one `madd`.
 //!
 //! Q6_K: each chunk's six-bit quants are assembled from a `ql` nibble and two `qh`
-//! bits (per byte, so shifts never carry between values); `maddubs` pairs reach
-//! `2 * 63 * 128`, so each chunk meets its signed scales (`madd`) at once. The `- 32`
-//! offset goes through the activation's `bsums`, as in ggml.
+//! bits (per byte, so shifts never carry between values), the block read front to
+//! back; `maddubs` pairs reach `2 * 63 * 128`, so two chunks add up in i16 before they
+//! meet their signed scales (`madd`), widened once per four chunks. The `- 32` offset
+//! goes through the activation's `bsums`, as in ggml.
 //!
 //! Bit-identical to each format's `dot_lane_ref` (same exact integer sums, same `fma`
 //! order per lane). Must not know: threads, models.
@@ -26,8 +27,8 @@ use std::arch::x86_64::*;
 use crate::blocks_k::BlockQ8K;
 use crate::interleaved::ROWS_X8;
 use crate::packed_q4_k::BlockQ4_Kx8;
-use crate::packed_q5_k::BlockQ5_Kx8;
-use crate::packed_q6_k::BlockQ6_Kx8;
+use crate::packed_q5_k::{qh_at, qs_at, BlockQ5_Kx8};
+use crate::packed_q6_k::{chunk_at, BlockQ6_Kx8};
 
 /// The first eight bytes of `bytes` (one per row) in the low half of a register.
 #[inline]
@@ -203,6 +204,31 @@ pub(crate) fn q6_kx8_tile<const T: usize>(
     }
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(0x03);
+    // The six-bit quants of one 96-byte chunk at `at`, part by part.
+    let six_bits = |wb: &BlockQ6_Kx8, at: usize| -> [__m256i; 4] {
+        // SAFETY: at + 96 <= Q_BYTES == q.len() (at is a chunk start); unaligned loads.
+        let (l0, l1, h) = unsafe {
+            let p = wb.q.as_ptr().add(at);
+            (
+                _mm256_loadu_si256(p as *const __m256i),
+                _mm256_loadu_si256(p.add(32) as *const __m256i),
+                _mm256_loadu_si256(p.add(64) as *const __m256i),
+            )
+        };
+        let high = |bits: __m256i| _mm256_slli_epi16(_mm256_and_si256(bits, m2), 4);
+        [
+            _mm256_or_si256(_mm256_and_si256(l0, m4), high(h)),
+            _mm256_or_si256(_mm256_and_si256(l1, m4), high(_mm256_srli_epi16(h, 2))),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                high(_mm256_srli_epi16(h, 4)),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                high(_mm256_srli_epi16(h, 6)),
+            ),
+        ]
+    };
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..nb {
         let wb = &w[b];
@@ -210,50 +236,35 @@ pub(crate) fn q6_kx8_tile<const T: usize>(
         let d8 = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)) };
         let mut isum = [_mm256_setzero_si256(); T];
         for n in 0..2 {
-            for c in 0..8 {
-                // Sub-block of part p at this chunk: 8 n + 2 p + c / 4.
-                let sc: [__m256i; 4] = std::array::from_fn(|p| {
-                    per_row_pairs_i8(&wb.sc[8 * (8 * n + 2 * p + c / 4)..])
-                });
-                // SAFETY: 512 n + 256 + 32 c + 32 <= 1024 == ql.len() and
-                // 256 n + 32 c + 32 <= 512 == qh.len(); unaligned loads.
-                let (l0, l1, h) = unsafe {
-                    (
-                        _mm256_loadu_si256(wb.ql.as_ptr().add(512 * n + 32 * c) as *const __m256i),
-                        _mm256_loadu_si256(
-                            wb.ql.as_ptr().add(512 * n + 256 + 32 * c) as *const __m256i
-                        ),
-                        _mm256_loadu_si256(wb.qh.as_ptr().add(256 * n + 32 * c) as *const __m256i),
-                    )
-                };
-                let high = |shift: i32| {
-                    let bits = match shift {
-                        0 => h,
-                        2 => _mm256_srli_epi16(h, 2),
-                        4 => _mm256_srli_epi16(h, 4),
-                        _ => _mm256_srli_epi16(h, 6),
-                    };
-                    _mm256_slli_epi16(_mm256_and_si256(bits, m2), 4)
-                };
-                let q = [
-                    _mm256_or_si256(_mm256_and_si256(l0, m4), high(0)),
-                    _mm256_or_si256(_mm256_and_si256(l1, m4), high(2)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), high(4)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), high(6)),
-                ];
-                for t in 0..T {
-                    for p in 0..4 {
-                        // SAFETY: b < ys[t].len() (asserted); 128 n + 32 p + 4 c + 4 <= 256.
-                        let y = unsafe {
-                            let at = ys[t]
-                                .get_unchecked(b)
-                                .qs
-                                .as_ptr()
-                                .add(128 * n + 32 * p + 4 * c);
-                            _mm256_set1_epi32((at as *const i32).read_unaligned())
-                        };
-                        let pairs = _mm256_maddubs_epi16(q[p], y);
-                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs, sc[p]));
+            for g in 0..2 {
+                // Chunks 4 g .. 4 g + 4 of part p lie in sub-block 8 n + 2 p + g.
+                let sc: [__m256i; 4] =
+                    std::array::from_fn(|p| per_row_pairs_i8(&wb.sc[8 * (8 * n + 2 * p + g)..]));
+                for c in (4 * g..4 * g + 4).step_by(2) {
+                    // Two chunks' pairs (each at most 2 * 63 * 128) add up in i16.
+                    let q0 = six_bits(wb, chunk_at(n, c));
+                    let q1 = six_bits(wb, chunk_at(n, c + 1));
+                    for t in 0..T {
+                        for p in 0..4 {
+                            // SAFETY: b < ys[t].len() (asserted); 128 n + 32 p + 4 c + 8
+                            // <= 256.
+                            let (y0, y1) = unsafe {
+                                let at = ys[t]
+                                    .get_unchecked(b)
+                                    .qs
+                                    .as_ptr()
+                                    .add(128 * n + 32 * p + 4 * c);
+                                (
+                                    _mm256_set1_epi32((at as *const i32).read_unaligned()),
+                                    _mm256_set1_epi32((at.add(4) as *const i32).read_unaligned()),
+                                )
+                            };
+                            let pairs = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(q0[p], y0),
+                                _mm256_maddubs_epi16(q1[p], y1),
+                            );
+                            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs, sc[p]));
+                        }
                     }
                 }
             }
@@ -301,7 +312,7 @@ pub(crate) fn q5_kx8_tile<const T: usize>(
     let one = _mm256_set1_epi8(0x01);
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..nb {
-        let (wb, qh) = (&w[b].k4, &w[b].qh);
+        let wb = &w[b];
         let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
         let mins: [__m256i; 4] =
             std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
@@ -316,12 +327,12 @@ pub(crate) fn q5_kx8_tile<const T: usize>(
             let mut plo = [_mm256_setzero_si256(); T];
             let mut phi = [_mm256_setzero_si256(); T];
             for c in 0..8 {
-                // SAFETY: 256 k + 32 c + 32 <= 1024 == qs.len() and 32 c + 32 <= 256 ==
-                // qh.len(); unaligned loads.
+                // SAFETY: qs_at(k, c) + 32 and qh_at(c) + 32 are at most Q_BYTES ==
+                // q.len(); unaligned loads.
                 let (raw, h) = unsafe {
                     (
-                        _mm256_loadu_si256(wb.qs.as_ptr().add(256 * k + 32 * c) as *const __m256i),
-                        _mm256_loadu_si256(qh.as_ptr().add(32 * c) as *const __m256i),
+                        _mm256_loadu_si256(wb.q.as_ptr().add(qs_at(k, c)) as *const __m256i),
+                        _mm256_loadu_si256(wb.q.as_ptr().add(qh_at(c)) as *const __m256i),
                     )
                 };
                 let bit = |s| _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(h, s), one), 4);

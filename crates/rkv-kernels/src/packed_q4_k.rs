@@ -52,41 +52,32 @@ impl Default for BlockQ4_Kx8 {
 /// A Q4_K weight `[rows, nb * 256]`, packed eight rows to a block.
 pub type PackedQ4K = Packed<BlockQ4_Kx8>;
 
-impl BlockQ4_Kx8 {
-    /// Exact integer sums `(isum, msum)` of lane `i` against `y`.
-    /// `fifth(j, e)` is the bit above the nibble of value `e` of sub-block `j` (always 0
-    /// for Q4_K; Q5_K's `qh`).
-    fn sums(&self, i: usize, y: &BlockQ8K, fifth: impl Fn(usize, usize) -> u8) -> (i32, i32) {
-        let (mut isum, mut msum) = (0i32, 0i32);
-        for j in 0..8 {
-            let (k, hi) = (j / 2, j % 2 == 1);
-            let mut s = 0i32;
-            for e in 0..32 {
-                let byte = self.qs[256 * k + 32 * (e / 4) + 4 * i + e % 4];
-                let low = if hi { byte >> 4 } else { byte & 0xF };
-                let q = low | (fifth(j, e) << 4);
-                s += q as i32 * y.qs[32 * j + e] as i32;
-            }
-            isum += self.sc[8 * j + i] as i32 * s;
-            let bs = y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
-            msum += self.mn[8 * j + i] as i32 * bs;
-        }
-        (isum, msum)
+/// Exact integer sums `(isum, msum)` of one lane's super-block against `y`, given its
+/// scales and mins (`sc[j]`, `mn[j]` of sub-block `j`) and `quant(j, e)`, value `e` of
+/// sub-block `j` (Q4_K's nibble, or Q5_K's nibble with its fifth bit).
+pub(crate) fn lane_sums(
+    sc: impl Fn(usize) -> u8,
+    mn: impl Fn(usize) -> u8,
+    y: &BlockQ8K,
+    quant: impl Fn(usize, usize) -> u8,
+) -> (i32, i32) {
+    let (mut isum, mut msum) = (0i32, 0i32);
+    for j in 0..8 {
+        let s: i32 = (0..32)
+            .map(|e| quant(j, e) as i32 * y.qs[32 * j + e] as i32)
+            .sum();
+        isum += sc(j) as i32 * s;
+        let bs = y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
+        msum += mn(j) as i32 * bs;
     }
+    (isum, msum)
+}
 
-    /// `acc` plus lane `i`'s term against `y`, in the module's numerics (`fifth` as for
-    /// [`Self::sums`]).
-    pub(crate) fn add_lane(
-        &self,
-        acc: f32,
-        i: usize,
-        y: &BlockQ8K,
-        fifth: impl Fn(usize, usize) -> u8,
-    ) -> f32 {
-        let (isum, msum) = self.sums(i, y, fifth);
-        let acc = (self.d[i].to_f32() * y.d).mul_add(isum as f32, acc);
-        (-(self.dmin[i].to_f32() * y.d)).mul_add(msum as f32, acc)
-    }
+/// `acc` plus one lane's super-block term, `(isum, msum)` from [`lane_sums`], in the
+/// module's numerics.
+pub(crate) fn add_lane_term(acc: f32, d: f16, dmin: f16, sums: (i32, i32), y: &BlockQ8K) -> f32 {
+    let acc = (d.to_f32() * y.d).mul_add(sums.0 as f32, acc);
+    (-(dmin.to_f32() * y.d)).mul_add(sums.1 as f32, acc)
 }
 
 impl Interleaved for BlockQ4_Kx8 {
@@ -134,9 +125,18 @@ impl Interleaved for BlockQ4_Kx8 {
     }
 
     fn dot_lane_ref(w: &[Self], i: usize, y: &[BlockQ8K]) -> f32 {
-        w.iter()
-            .zip(y)
-            .fold(0.0, |acc, (wb, yb)| wb.add_lane(acc, i, yb, |_, _| 0))
+        w.iter().zip(y).fold(0.0, |acc, (wb, yb)| {
+            let quant = |j: usize, e: usize| {
+                let byte = wb.qs[256 * (j / 2) + 32 * (e / 4) + 4 * i + e % 4];
+                if j % 2 == 1 {
+                    byte >> 4
+                } else {
+                    byte & 0xF
+                }
+            };
+            let sums = lane_sums(|j| wb.sc[8 * j + i], |j| wb.mn[8 * j + i], yb, quant);
+            add_lane_term(acc, wb.d[i], wb.dmin[i], sums, yb)
+        })
     }
 
     fn tile<const T: usize>(w: &[Self], ys: &[&[BlockQ8K]; T], out: &mut [[f32; ROWS_X8]; T]) {

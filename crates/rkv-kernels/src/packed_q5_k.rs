@@ -1,9 +1,10 @@
 //! Q5_K weights eight rows to a block ([`BlockQ5_Kx8`]) and the per-output numerics
 //! of their product with Q8_K activations (most layers of a Q5_K_M file).
 //!
-//! Layout: a packed Q4_K block ([`BlockQ4_Kx8`]: scales, mins and the low nibbles)
-//! followed by `qh` interleaved the same way, four bytes per row, holding the fifth
-//! bits (bit `j` for sub-block `j`).
+//! Layout: as a packed Q4_K block ([`crate::BlockQ4_Kx8`]: scales, mins and the low
+//! nibbles) with `qh` interleaved the same way, four bytes per row, holding the fifth
+//! bits (bit `j` for sub-block `j`); the fifth bits' chunks sit between the first
+//! sub-block pair's, so that a kernel reads the block front to back.
 //!
 //! Numerics (scalar and SIMD paths, bit for bit), for weight row `r` and activation
 //! row `t`, per super-block: `isum = sum_j sc_j * (q_j . y_j)` and `msum = sum_j m_j *
@@ -13,34 +14,74 @@
 //!
 //! Must not know: threads, models.
 
-use crate::blocks_k::{BlockQ4K, BlockQ5K, BlockQ8K, QK_K};
+use half::f16;
+
+use crate::blocks_k::{pack_scale_min_k4, scale_min_k4, BlockQ5K, BlockQ8K, QK_K};
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
-use crate::packed_q4_k::BlockQ4_Kx8;
+use crate::packed_q4_k::{add_lane_term, lane_sums};
 
 /// Block `b` of eight rows of Q5_K (1440 bytes, against 1408 for eight `block_q5_K`).
 ///
-/// `qh[32 c + 4 i + n]` is byte `4 c + n` of row `i`'s `qh` (`c` in 0..8, `n` in 0..4).
+/// For sub-block pair `k` and chunk `c` (in 0..8), byte `n` (in 0..4) of row `i` sits
+/// at `q[qs_at(k, c) + 4 i + n]` for `qs[32 k + 4 c + n]` and at `q[qh_at(c) + 4 i +
+/// n]` for `qh[4 c + n]`: the first pair's chunks alternate with the fifth bits'
+/// chunks (a kernel reads them together, then re-reads `qh` from cache for the other
+/// pairs), the other pairs follow as in [`crate::BlockQ4_Kx8`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockQ5_Kx8 {
-    pub k4: BlockQ4_Kx8,              // the Q4_K part
-    pub qh: [u8; ROWS_X8 * QK_K / 8], // [chunk 8, rows 8, bytes 4]
+    pub d: [f16; ROWS_X8],     // [rows]
+    pub dmin: [f16; ROWS_X8],  // [rows]
+    pub sc: [u8; 8 * ROWS_X8], // [sub-block 8, rows 8]
+    pub mn: [u8; 8 * ROWS_X8], // [sub-block 8, rows 8]
+    pub q: [u8; Q_BYTES],      // [chunk 8, (qs of pair 0, qh)] then [pair 3, chunk 8] of qs
 }
 
+/// Bytes of quants in a [`BlockQ5_Kx8`]: eight rows' `qs` and `qh`.
+pub const Q_BYTES: usize = ROWS_X8 * (QK_K / 2 + QK_K / 8);
+
 const _: () = assert!(std::mem::size_of::<BlockQ5_Kx8>() == 1440);
+
+/// Where the 32 bytes of `qs` for sub-block pair `k`, chunk `c` start in
+/// [`BlockQ5_Kx8::q`].
+pub(crate) const fn qs_at(k: usize, c: usize) -> usize {
+    if k == 0 {
+        64 * c
+    } else {
+        512 + 256 * (k - 1) + 32 * c
+    }
+}
+
+/// Where the 32 bytes of `qh` for chunk `c` start in [`BlockQ5_Kx8::q`].
+pub(crate) const fn qh_at(c: usize) -> usize {
+    64 * c + 32
+}
 
 impl Default for BlockQ5_Kx8 {
     fn default() -> Self {
         Self {
-            k4: BlockQ4_Kx8::default(),
-            qh: [0; ROWS_X8 * QK_K / 8],
+            d: [f16::ZERO; ROWS_X8],
+            dmin: [f16::ZERO; ROWS_X8],
+            sc: [0; 8 * ROWS_X8],
+            mn: [0; 8 * ROWS_X8],
+            q: [0; Q_BYTES],
         }
     }
 }
 
 /// A Q5_K weight `[rows, nb * 256]`, packed eight rows to a block.
 pub type PackedQ5K = Packed<BlockQ5_Kx8>;
+
+impl BlockQ5_Kx8 {
+    /// Value `e` (0..32) of sub-block `j` of lane `i`: nibble and fifth bit.
+    fn quant(&self, i: usize, j: usize, e: usize) -> u8 {
+        let (c, n) = (e / 4, e % 4);
+        let byte = self.q[qs_at(j / 2, c) + 4 * i + n];
+        let low = if j % 2 == 1 { byte >> 4 } else { byte & 0xF };
+        low | (((self.q[qh_at(c) + 4 * i + n] >> j) & 1) << 4)
+    }
+}
 
 impl Interleaved for BlockQ5_Kx8 {
     type Row = BlockQ5K;
@@ -49,27 +90,41 @@ impl Interleaved for BlockQ5_Kx8 {
     const VALUES: usize = QK_K;
 
     fn put(&mut self, i: usize, src: &BlockQ5K) {
-        let k4 = BlockQ4K {
-            d: src.d,
-            dmin: src.dmin,
-            scales: src.scales,
-            qs: src.qs,
-        };
-        self.k4.put(i, &k4);
+        self.d[i] = src.d;
+        self.dmin[i] = src.dmin;
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, &src.scales);
+            self.sc[8 * j + i] = sc;
+            self.mn[8 * j + i] = m;
+        }
         for c in 0..8 {
-            let at = 32 * c + 4 * i;
-            self.qh[at..at + 4].copy_from_slice(&src.qh[4 * c..4 * c + 4]);
+            for k in 0..4 {
+                let at = qs_at(k, c) + 4 * i;
+                self.q[at..at + 4].copy_from_slice(&src.qs[32 * k + 4 * c..32 * k + 4 * c + 4]);
+            }
+            let at = qh_at(c) + 4 * i;
+            self.q[at..at + 4].copy_from_slice(&src.qh[4 * c..4 * c + 4]);
         }
     }
 
     fn get(&self, i: usize) -> BlockQ5K {
-        let k4 = self.k4.get(i);
+        let sc: [u8; 8] = std::array::from_fn(|j| self.sc[8 * j + i]);
+        let m: [u8; 8] = std::array::from_fn(|j| self.mn[8 * j + i]);
+        let (mut qs, mut qh) = ([0u8; QK_K / 2], [0u8; QK_K / 8]);
+        for c in 0..8 {
+            for k in 0..4 {
+                let at = qs_at(k, c) + 4 * i;
+                qs[32 * k + 4 * c..32 * k + 4 * c + 4].copy_from_slice(&self.q[at..at + 4]);
+            }
+            let at = qh_at(c) + 4 * i;
+            qh[4 * c..4 * c + 4].copy_from_slice(&self.q[at..at + 4]);
+        }
         BlockQ5K {
-            d: k4.d,
-            dmin: k4.dmin,
-            scales: k4.scales,
-            qh: std::array::from_fn(|p| self.qh[32 * (p / 4) + 4 * i + p % 4]),
-            qs: k4.qs,
+            d: self.d[i],
+            dmin: self.dmin[i],
+            scales: pack_scale_min_k4(&sc, &m),
+            qh,
+            qs,
         }
     }
 
@@ -79,8 +134,13 @@ impl Interleaved for BlockQ5_Kx8 {
 
     fn dot_lane_ref(w: &[Self], i: usize, y: &[BlockQ8K]) -> f32 {
         w.iter().zip(y).fold(0.0, |acc, (wb, yb)| {
-            let fifth = |j: usize, e: usize| (wb.qh[32 * (e / 4) + 4 * i + e % 4] >> j) & 1;
-            wb.k4.add_lane(acc, i, yb, fifth)
+            let sums = lane_sums(
+                |j| wb.sc[8 * j + i],
+                |j| wb.mn[8 * j + i],
+                yb,
+                |j, e| wb.quant(i, j, e),
+            );
+            add_lane_term(acc, wb.d[i], wb.dmin[i], sums, yb)
         })
     }
 

@@ -3,9 +3,10 @@
 //! `attn_v` and `ffn_down` of a Q4_K_M file).
 //!
 //! Layout: the eight rows' `d`, their sixteen signed scales (`[sub-block 16][rows
-//! 8]`), and `ql` and `qh` interleaved four bytes at a time: one 32-byte load of `ql`
-//! holds the low nibbles of four values of each row for two parts, one of `qh` their
-//! high bits for all four parts (ggml's `block_q6_K` split, no bytes added).
+//! 8]`), and the quants as one stream of 96-byte chunks, each four values of each row
+//! for all four parts: two 32-byte pieces of `ql` (the low nibbles of two parts each)
+//! and one of `qh` (the high bits of all four), so that a kernel reads the block front
+//! to back (ggml's `block_q6_K` split, no bytes added).
 //!
 //! Numerics (scalar and SIMD paths, bit for bit), for weight row `r` and activation
 //! row `t`, per super-block: `isum = sum_v sc_(v/16) * q_v * y_v` and
@@ -24,16 +25,23 @@ use crate::interleaved::{Interleaved, Packed, ROWS_X8};
 
 /// Block `b` of eight rows of Q6_K (1680 bytes, as eight `block_q6_K`).
 ///
-/// `ql[512 n + 256 h + 32 c + 4 i + k]` is `ql[64 n + 32 h + 4 c + k]` of row `i`, and
-/// `qh[256 n + 32 c + 4 i + k]` is `qh[32 n + 4 c + k]` of row `i` (`n`, `h` in 0..2,
-/// `c` in 0..8, `k` in 0..4).
+/// `q[96 (8 n + c) + 32 h + 4 i + k]` is `ql[64 n + 32 h + 4 c + k]` of row `i`, and
+/// `q[96 (8 n + c) + 64 + 4 i + k]` is `qh[32 n + 4 c + k]` of row `i` (`n`, `h` in
+/// 0..2, `c` in 0..8, `k` in 0..4).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockQ6_Kx8 {
-    pub d: [f16; ROWS_X8],            // [rows]
-    pub sc: [i8; 16 * ROWS_X8],       // [sub-block 16, rows 8]
-    pub ql: [u8; ROWS_X8 * QK_K / 2], // [half 2, part 2, chunk 8, rows 8, bytes 4]
-    pub qh: [u8; ROWS_X8 * QK_K / 4], // [half 2, chunk 8, rows 8, bytes 4]
+    pub d: [f16; ROWS_X8],      // [rows]
+    pub sc: [i8; 16 * ROWS_X8], // [sub-block 16, rows 8]
+    pub q: [u8; Q_BYTES],       // [half 2, chunk 8, piece 3 (ql, ql, qh), rows 8, bytes 4]
+}
+
+/// Bytes of quants in a [`BlockQ6_Kx8`]: eight rows' `ql` and `qh`.
+pub const Q_BYTES: usize = ROWS_X8 * (QK_K / 2 + QK_K / 4);
+
+/// Where the 96-byte chunk `c` of half `n` starts in [`BlockQ6_Kx8::q`].
+pub(crate) const fn chunk_at(n: usize, c: usize) -> usize {
+    96 * (8 * n + c)
 }
 
 const _: () = assert!(std::mem::size_of::<BlockQ6_Kx8>() == 1680);
@@ -43,8 +51,7 @@ impl Default for BlockQ6_Kx8 {
         Self {
             d: [f16::ZERO; ROWS_X8],
             sc: [0; 16 * ROWS_X8],
-            ql: [0; ROWS_X8 * QK_K / 2],
-            qh: [0; ROWS_X8 * QK_K / 4],
+            q: [0; Q_BYTES],
         }
     }
 }
@@ -55,21 +62,21 @@ pub type PackedQ6K = Packed<BlockQ6_Kx8>;
 /// Where byte `p` of a row's `ql` (0..128) goes for lane `i`.
 fn ql_at(p: usize, i: usize) -> usize {
     let (n, h, l) = (p / 64, (p % 64) / 32, p % 32);
-    512 * n + 256 * h + 32 * (l / 4) + 4 * i + l % 4
+    chunk_at(n, l / 4) + 32 * h + 4 * i + l % 4
 }
 
 /// Where byte `p` of a row's `qh` (0..64) goes for lane `i`.
 fn qh_at(p: usize, i: usize) -> usize {
     let (n, l) = (p / 32, p % 32);
-    256 * n + 32 * (l / 4) + 4 * i + l % 4
+    chunk_at(n, l / 4) + 64 + 4 * i + l % 4
 }
 
 impl BlockQ6_Kx8 {
     /// The row block of lane `i` (cheap enough for the scalar oracle).
     fn lane(&self, i: usize) -> BlockQ6K {
         BlockQ6K {
-            ql: std::array::from_fn(|p| self.ql[ql_at(p, i)]),
-            qh: std::array::from_fn(|p| self.qh[qh_at(p, i)]),
+            ql: std::array::from_fn(|p| self.q[ql_at(p, i)]),
+            qh: std::array::from_fn(|p| self.q[qh_at(p, i)]),
             scales: std::array::from_fn(|j| self.sc[8 * j + i]),
             d: self.d[i],
         }
@@ -88,10 +95,10 @@ impl Interleaved for BlockQ6_Kx8 {
             self.sc[8 * j + i] = s;
         }
         for (p, &b) in src.ql.iter().enumerate() {
-            self.ql[ql_at(p, i)] = b;
+            self.q[ql_at(p, i)] = b;
         }
         for (p, &b) in src.qh.iter().enumerate() {
-            self.qh[qh_at(p, i)] = b;
+            self.q[qh_at(p, i)] = b;
         }
     }
 

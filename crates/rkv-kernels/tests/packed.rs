@@ -398,7 +398,8 @@ fn q4_k_extreme_quants_do_not_overflow() {
 #[test]
 fn q6_k_extreme_quants_do_not_overflow() {
     // Every quant 63 (offset 31) and every scale -128 against activations of -128 and
-    // 127: the u8 x i8 pairs are at their bound and meet the scales at once.
+    // 127: the u8 x i8 pairs are at their bound, two chunks add up in i16 before they
+    // meet the scales.
     let (rows, nb) = (8, 4);
     let w: Vec<BlockQ6K> = (0..rows * nb)
         .map(|_| BlockQ6K {
