@@ -123,6 +123,9 @@ fn bench_matmul(c: &mut Criterion) {
     g.finish();
 }
 
+/// One packed product: activations, token count, outputs.
+type Product<'a> = &'a (dyn Fn(&[BlockQ8K], usize, &mut [f32]) + Sync);
+
 /// The packed K-quant products on the 1.5B shape's largest matrix (the output head,
 /// 151936 x 1536, about 150-240 MB: streamed from memory, not cache).
 fn bench_kquant(c: &mut Criterion) {
@@ -139,44 +142,35 @@ fn bench_kquant(c: &mut Criterion) {
     let mut x = vec![BlockQ8K::default(); 4 * nb];
     quantize_row_q8_k(&xf, &mut x).unwrap();
     let mut out = vec![0.0f32; 4 * rows];
-    let name = format!("q4_k_{rows}x{cols}");
-    let packed = PackedQ4K::pack(&random_q4_k(&mut r, rows * nb), rows).unwrap();
-    g.throughput(Throughput::Bytes((rows * nb * BlockQ4K::BYTES) as u64));
-    for n in [1usize, 4] {
-        g.bench_function(BenchmarkId::new(&name, n), |b| {
-            b.iter(|| {
-                pool.install(|| {
-                    matmul_packed(&packed, &x[..n * nb], n, &mut out[..n * rows]).unwrap()
-                })
-            })
-        });
-    }
-    drop(packed);
-    let name = format!("q5_k_{rows}x{cols}");
-    let packed = PackedQ5K::pack(&random_q5_k(&mut r, rows * nb), rows).unwrap();
-    g.throughput(Throughput::Bytes((rows * nb * BlockQ5K::BYTES) as u64));
-    for n in [1usize, 4] {
-        g.bench_function(BenchmarkId::new(&name, n), |b| {
-            b.iter(|| {
-                pool.install(|| {
-                    matmul_packed(&packed, &x[..n * nb], n, &mut out[..n * rows]).unwrap()
-                })
-            })
-        });
-    }
-    drop(packed);
-    let name = format!("q6_k_{rows}x{cols}");
-    let packed = PackedQ6K::pack(&random_q6_k(&mut r, rows * nb), rows).unwrap();
-    g.throughput(Throughput::Bytes((rows * nb * BlockQ6K::BYTES) as u64));
-    for n in [1usize, 4] {
-        g.bench_function(BenchmarkId::new(&name, n), |b| {
-            b.iter(|| {
-                pool.install(|| {
-                    matmul_packed(&packed, &x[..n * nb], n, &mut out[..n * rows]).unwrap()
-                })
-            })
-        });
-    }
+    let mut run = |name: &str, packed: Product, bytes: usize| {
+        g.throughput(Throughput::Bytes((rows * nb * bytes) as u64));
+        for n in [1usize, 4] {
+            g.bench_function(BenchmarkId::new(format!("{name}_{rows}x{cols}"), n), |b| {
+                b.iter(|| pool.install(|| packed(&x[..n * nb], n, &mut out[..n * rows])))
+            });
+        }
+    };
+    let w = PackedQ4K::pack(&random_q4_k(&mut r, rows * nb), rows).unwrap();
+    run(
+        "q4_k",
+        &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        BlockQ4K::BYTES,
+    );
+    drop(w);
+    let w = PackedQ5K::pack(&random_q5_k(&mut r, rows * nb), rows).unwrap();
+    run(
+        "q5_k",
+        &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        BlockQ5K::BYTES,
+    );
+    drop(w);
+    let w = PackedQ6K::pack(&random_q6_k(&mut r, rows * nb), rows).unwrap();
+    run(
+        "q6_k",
+        &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        BlockQ6K::BYTES,
+    );
+    drop(w);
     g.finish();
 }
 

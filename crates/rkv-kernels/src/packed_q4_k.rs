@@ -73,6 +73,16 @@ pub(crate) fn lane_sums(
     (isum, msum)
 }
 
+/// Stores lane `i`'s eight scales and mins, unpacked from ggml's 12 bytes, at
+/// `sc[8 j + i]` and `mn[8 j + i]` (Q4_K's and Q5_K's layout).
+pub(crate) fn put_scales_mins(sc: &mut [u8; 64], mn: &mut [u8; 64], i: usize, scales: &[u8; 12]) {
+    for j in 0..8 {
+        let (s, m) = scale_min_k4(j, scales);
+        sc[8 * j + i] = s;
+        mn[8 * j + i] = m;
+    }
+}
+
 /// `acc` plus one lane's super-block term, `(isum, msum)` from [`lane_sums`], in the
 /// module's numerics.
 pub(crate) fn add_lane_term(acc: f32, d: f16, dmin: f16, sums: (i32, i32), y: &BlockQ8K) -> f32 {
@@ -89,11 +99,7 @@ impl Interleaved for BlockQ4_Kx8 {
     fn put(&mut self, i: usize, src: &BlockQ4K) {
         self.d[i] = src.d;
         self.dmin[i] = src.dmin;
-        for j in 0..8 {
-            let (sc, m) = scale_min_k4(j, &src.scales);
-            self.sc[8 * j + i] = sc;
-            self.mn[8 * j + i] = m;
-        }
+        put_scales_mins(&mut self.sc, &mut self.mn, i, &src.scales);
         for k in 0..4 {
             for c in 0..8 {
                 let at = 256 * k + 32 * c + 4 * i;

@@ -16,10 +16,10 @@
 
 use half::f16;
 
-use crate::blocks_k::{pack_scale_min_k4, scale_min_k4, BlockQ5K, BlockQ8K, QK_K};
+use crate::blocks_k::{pack_scale_min_k4, BlockQ5K, BlockQ8K, QK_K};
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
-use crate::packed_q4_k::{add_lane_term, lane_sums};
+use crate::packed_q4_k::{add_lane_term, lane_sums, put_scales_mins};
 
 /// Block `b` of eight rows of Q5_K (1440 bytes, against 1408 for eight `block_q5_K`).
 ///
@@ -92,11 +92,7 @@ impl Interleaved for BlockQ5_Kx8 {
     fn put(&mut self, i: usize, src: &BlockQ5K) {
         self.d[i] = src.d;
         self.dmin[i] = src.dmin;
-        for j in 0..8 {
-            let (sc, m) = scale_min_k4(j, &src.scales);
-            self.sc[8 * j + i] = sc;
-            self.mn[8 * j + i] = m;
-        }
+        put_scales_mins(&mut self.sc, &mut self.mn, i, &src.scales);
         for c in 0..8 {
             for k in 0..4 {
                 let at = qs_at(k, c) + 4 * i;
