@@ -52,12 +52,14 @@ impl Default for BlockQ4_Kx8 {
 /// A Q4_K weight `[rows, nb * 256]`, packed eight rows to a block.
 pub type PackedQ4K = Packed<BlockQ4_Kx8>;
 
-/// Exact integer sums `(isum, msum)` of one lane's super-block against `y`, given its
-/// scales and mins (`sc[j]`, `mn[j]` of sub-block `j`) and `quant(j, e)`, value `e` of
-/// sub-block `j` (Q4_K's nibble, or Q5_K's nibble with its fifth bit).
+/// Exact integer sums `(isum, msum)` of lane `i`'s super-block against `y`, given the
+/// block's unpacked scales and mins (`sc[8 j + i]`, `mn[8 j + i]` for sub-block `j`) and
+/// `quant(j, e)`, value `e` of sub-block `j` (Q4_K's nibble, or Q5_K's nibble with its
+/// fifth bit).
 pub(crate) fn lane_sums(
-    sc: impl Fn(usize) -> u8,
-    mn: impl Fn(usize) -> u8,
+    sc: &[u8; 64],
+    mn: &[u8; 64],
+    i: usize,
     y: &BlockQ8K,
     quant: impl Fn(usize, usize) -> u8,
 ) -> (i32, i32) {
@@ -66,9 +68,9 @@ pub(crate) fn lane_sums(
         let s: i32 = (0..32)
             .map(|e| quant(j, e) as i32 * y.qs[32 * j + e] as i32)
             .sum();
-        isum += sc(j) as i32 * s;
+        isum += sc[8 * j + i] as i32 * s;
         let bs = y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32;
-        msum += mn(j) as i32 * bs;
+        msum += mn[8 * j + i] as i32 * bs;
     }
     (isum, msum)
 }
@@ -81,6 +83,14 @@ pub(crate) fn put_scales_mins(sc: &mut [u8; 64], mn: &mut [u8; 64], i: usize, sc
         sc[8 * j + i] = s;
         mn[8 * j + i] = m;
     }
+}
+
+/// Lane `i`'s scales and mins packed back into ggml's 12 bytes (inverse of
+/// [`put_scales_mins`]).
+pub(crate) fn get_scales_mins(sc: &[u8; 64], mn: &[u8; 64], i: usize) -> [u8; 12] {
+    let s: [u8; 8] = std::array::from_fn(|j| sc[8 * j + i]);
+    let m: [u8; 8] = std::array::from_fn(|j| mn[8 * j + i]);
+    pack_scale_min_k4(&s, &m)
 }
 
 /// `acc` plus one lane's super-block term, `(isum, msum)` from [`lane_sums`], in the
@@ -109,8 +119,6 @@ impl Interleaved for BlockQ4_Kx8 {
     }
 
     fn get(&self, i: usize) -> BlockQ4K {
-        let sc: [u8; 8] = std::array::from_fn(|j| self.sc[8 * j + i]);
-        let m: [u8; 8] = std::array::from_fn(|j| self.mn[8 * j + i]);
         let mut qs = [0u8; QK_K / 2];
         for k in 0..4 {
             for c in 0..8 {
@@ -121,7 +129,7 @@ impl Interleaved for BlockQ4_Kx8 {
         BlockQ4K {
             d: self.d[i],
             dmin: self.dmin[i],
-            scales: pack_scale_min_k4(&sc, &m),
+            scales: get_scales_mins(&self.sc, &self.mn, i),
             qs,
         }
     }
@@ -140,7 +148,7 @@ impl Interleaved for BlockQ4_Kx8 {
                     byte & 0xF
                 }
             };
-            let sums = lane_sums(|j| wb.sc[8 * j + i], |j| wb.mn[8 * j + i], yb, quant);
+            let sums = lane_sums(&wb.sc, &wb.mn, i, yb, quant);
             add_lane_term(acc, wb.d[i], wb.dmin[i], sums, yb)
         })
     }

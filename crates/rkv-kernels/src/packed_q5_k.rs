@@ -16,10 +16,10 @@
 
 use half::f16;
 
-use crate::blocks_k::{pack_scale_min_k4, BlockQ5K, BlockQ8K, QK_K};
+use crate::blocks_k::{BlockQ5K, BlockQ8K, QK_K};
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
-use crate::packed_q4_k::{add_lane_term, lane_sums, put_scales_mins};
+use crate::packed_q4_k::{add_lane_term, get_scales_mins, lane_sums, put_scales_mins};
 
 /// Block `b` of eight rows of Q5_K (1440 bytes, against 1408 for eight `block_q5_K`).
 ///
@@ -104,8 +104,6 @@ impl Interleaved for BlockQ5_Kx8 {
     }
 
     fn get(&self, i: usize) -> BlockQ5K {
-        let sc: [u8; 8] = std::array::from_fn(|j| self.sc[8 * j + i]);
-        let m: [u8; 8] = std::array::from_fn(|j| self.mn[8 * j + i]);
         let (mut qs, mut qh) = ([0u8; QK_K / 2], [0u8; QK_K / 8]);
         for c in 0..8 {
             for k in 0..4 {
@@ -118,7 +116,7 @@ impl Interleaved for BlockQ5_Kx8 {
         BlockQ5K {
             d: self.d[i],
             dmin: self.dmin[i],
-            scales: pack_scale_min_k4(&sc, &m),
+            scales: get_scales_mins(&self.sc, &self.mn, i),
             qh,
             qs,
         }
@@ -130,12 +128,7 @@ impl Interleaved for BlockQ5_Kx8 {
 
     fn dot_lane_ref(w: &[Self], i: usize, y: &[BlockQ8K]) -> f32 {
         w.iter().zip(y).fold(0.0, |acc, (wb, yb)| {
-            let sums = lane_sums(
-                |j| wb.sc[8 * j + i],
-                |j| wb.mn[8 * j + i],
-                yb,
-                |j, e| wb.quant(i, j, e),
-            );
+            let sums = lane_sums(&wb.sc, &wb.mn, i, yb, |j, e| wb.quant(i, j, e));
             add_lane_term(acc, wb.d[i], wb.dmin[i], sums, yb)
         })
     }
