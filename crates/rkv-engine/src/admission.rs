@@ -30,13 +30,13 @@ impl EngineMemory<'_> {
         self.seqs.get(&id)
     }
 
-    /// Blocks the reservation of one sample of `s` holds (`None`: a growing FullKV
-    /// sequence, no reservation).
+    /// Blocks the reservation of `s` and the samples it still stands for holds (`None`: a
+    /// growing FullKV sequence, no reservation).
     fn reservation(&self, s: &Sequence) -> Option<usize> {
         let comp = s.compression.config();
         self.limits
             .reserves(comp)
-            .then(|| self.limits.blocks_needed(&s.req, comp))
+            .then(|| self.limits.request_blocks(&s.req, comp, s.width()))
     }
 }
 
@@ -50,7 +50,7 @@ impl KvMemory for EngineMemory<'_> {
     fn admit_need(&self, id: SeqId) -> usize {
         let Some(s) = self.seq(id) else { return 0 };
         match self.reservation(s) {
-            Some(r) => r.saturating_mul(s.width()),
+            Some(r) => r,
             // Its tokens so far, and a block for each sample to grow (or copy) into.
             None => s.total_len().div_ceil(self.limits.block_size.max(1)) + s.width(),
         }
@@ -64,7 +64,7 @@ impl KvMemory for EngineMemory<'_> {
         let Some(s) = self.seqs.get(&id) else {
             return false;
         };
-        let reserve = self.reservation(s).map(|r| r.saturating_mul(s.width()));
+        let reserve = self.reservation(s);
         if !s.started {
             self.prompt_tokens += s.req.prompt.len() as u64;
         }

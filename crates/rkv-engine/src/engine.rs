@@ -59,6 +59,30 @@ impl EngineConfig {
     pub fn bytes_per_block(shape: AttentionShape, dtype: KvDtype, block_size: usize) -> usize {
         2 * shape.n_layers * shape.n_kv_heads * shape.head_dim * block_size * dtype.bytes()
     }
+
+    /// Blocks a request of `n` samples of `req` under `comp` can hold at once with this
+    /// configuration: what it reserves when it reserves, else every sample's whole length
+    /// (a pool of that many blocks runs it without preemption).
+    pub fn request_blocks(
+        &self,
+        req: &GenerationRequest,
+        comp: &CompressionConfig,
+        n: usize,
+    ) -> usize {
+        let limits = RequestLimits {
+            vocab_size: 0,
+            max_context: 0,
+            n_blocks: 0,
+            block_size: self.block_size,
+            max_num_seqs: n,
+            admission: self.admission,
+        };
+        if limits.reserves(comp) {
+            limits.request_blocks(req, comp, n)
+        } else {
+            limits.blocks_needed(req, comp).saturating_mul(n)
+        }
+    }
 }
 
 /// Tokens of a prompt's next chunk: at most `room`, except that the last chunk keeps the

@@ -76,6 +76,30 @@ impl RequestLimits {
         slots.div_ceil(self.block_size.max(1))
     }
 
+    /// Blocks one sample of `req` can hold once the samples of its request have forked:
+    /// the prompt is in, and when it reached `B + b` it was compressed to `B` before the
+    /// fork, so a compressing sample holds at most `B + b` slots from then on (never more
+    /// than its whole length); FullKV its whole length.
+    pub fn sample_blocks(&self, req: &GenerationRequest, comp: &CompressionConfig) -> usize {
+        let full = req.prompt.len().saturating_add(req.max_tokens);
+        let slots = comp.max_resident_slots().map_or(full, |m| full.min(m));
+        slots.div_ceil(self.block_size.max(1))
+    }
+
+    /// Blocks a reserving request of `n` samples reserves on admission: the first sample's
+    /// prompt appended whole (before its first compression), or every sample's share
+    /// after the fork ([`Self::sample_blocks`]), whichever is more. A prompt longer than
+    /// `B + b` is held once, not once per sample.
+    pub fn request_blocks(
+        &self,
+        req: &GenerationRequest,
+        comp: &CompressionConfig,
+        n: usize,
+    ) -> usize {
+        let per_sample = self.sample_blocks(req, comp).saturating_mul(n);
+        self.blocks_needed(req, comp).max(per_sample)
+    }
+
     /// Whether a sequence under `comp` reserves its blocks on admission (`true`) or grows.
     pub fn reserves(&self, comp: &CompressionConfig) -> bool {
         comp.max_resident_slots().is_some() || self.admission == Admission::Reserve
@@ -115,13 +139,12 @@ impl RequestLimits {
         }
         req.sampling.validate()?;
         SeqCompression::validate(comp)?;
-        let one = self.blocks_needed(req, comp);
         // A reserving request reserves for all its samples at once; growing FullKV samples
         // grow one by one, and each must fit alone.
         let need = if self.reserves(comp) {
-            one.saturating_mul(n)
+            self.request_blocks(req, comp, n)
         } else {
-            one
+            self.blocks_needed(req, comp)
         };
         if need > self.n_blocks {
             return Err(EngineError::BadRequest(format!(
@@ -187,7 +210,37 @@ mod tests {
             assert!(limits(a).reserves(&comp));
             // max(prompt 10, B + b = 20) slots: 2 blocks a sample.
             assert_eq!(limits(a).blocks_needed(&req(10, 500), &comp), 2);
+            assert_eq!(limits(a).request_blocks(&req(10, 500), &comp, 3), 6);
         }
+    }
+
+    #[test]
+    fn samples_of_a_long_prompt_reserve_it_once() {
+        let comp = CompressionConfig {
+            policy: PolicyKind::RKv,
+            budget: 16,
+            buffer: 4,
+            window: 4,
+            ..CompressionConfig::default()
+        };
+        let l = limits(Admission::Grow);
+        // A 60-slot prompt (6 blocks) is compressed to B = 16 before the fork; each
+        // sample then holds at most B + b = 20 slots (2 blocks).
+        let r = req(60, 500);
+        assert_eq!(l.blocks_needed(&r, &comp), 6);
+        assert_eq!(l.sample_blocks(&r, &comp), 2);
+        assert_eq!(l.request_blocks(&r, &comp, 2), 6);
+        assert_eq!(l.request_blocks(&r, &comp, 4), 8);
+        // In a pool of 10 blocks: 5 samples fit (10), 6 do not (12).
+        assert!(l.check(&r, &comp, 5).is_ok());
+        let err = l.check(&r, &comp, 6).unwrap_err();
+        assert!(err.to_string().contains("12 KV blocks"), "{err}");
+        // A short whole length bounds each sample below B + b.
+        assert_eq!(l.sample_blocks(&req(5, 3), &comp), 1);
+        // FullKV reserves every sample's whole length.
+        let full = CompressionConfig::full();
+        let lr = limits(Admission::Reserve);
+        assert_eq!(lr.request_blocks(&req(10, 30), &full, 2), 8);
     }
 
     #[test]

@@ -215,10 +215,11 @@ impl Engine {
         lg: &[f32],
         events: &mut Vec<TokenEvent>,
     ) {
-        // Each sample reserves what one sample can hold; the request's admission reserved
-        // that for every sample, so the parent keeps one share.
+        // Each sample reserves what one sample can hold from now on (the prompt is in and
+        // compressed); the request's admission reserved that for every sample, or the
+        // prompt whole if that was more, so the parent keeps one share.
         let per_sample = match (self.kv.reserved(parent), self.seqs.get(&parent)) {
-            (Some(_), Some(p)) => Some(self.limits().blocks_needed(&p.req, p.compression.config())),
+            (Some(_), Some(p)) => Some(self.limits().sample_blocks(&p.req, p.compression.config())),
             _ => None,
         };
         for (id, params) in forks {

@@ -101,3 +101,57 @@ fn samples_of_one_prompt_match_separate_requests() {
         }
     }
 }
+
+/// Samples of a prompt longer than `B + b` in a pool that holds the prompt once plus each
+/// sample's `B + b`, far less than a prompt per sample: admitted (the prompt is compressed
+/// before the fork), the same tokens as separate requests, within the pool at every step.
+#[test]
+fn samples_of_a_long_prompt_fit_where_a_prompt_each_would_not() {
+    const LONG: usize = 200; // 13 blocks of 16
+    const SAMPLES: usize = 8;
+    let m = TinyModel::new(SPECS[0], 720);
+    let prompt = random_prompt(721, LONG);
+    for policy in PolicyKind::ALL {
+        if policy == PolicyKind::Full {
+            continue;
+        }
+        let c = CompressionConfig {
+            policy,
+            budget: 32,
+            buffer: 16,
+            window: 8,
+            ..CompressionConfig::default()
+        };
+        // 8 samples of 3 blocks (B + b = 48 slots) after the fork; the prompt's 13 before.
+        let pool = SAMPLES * (32 + 16) / BLOCK_SIZE;
+        assert!(pool < SAMPLES * LONG.div_ceil(BLOCK_SIZE));
+        let mut e = m.engine_pool(256, rkv_engine::KvDtype::F32, BLOCK_SIZE, pool);
+        let solo: Vec<_> = (0..SAMPLES as u64)
+            .map(|i| {
+                e.generate(request(&prompt, 40 + i), Some(c), |_| {})
+                    .unwrap_or_else(|err| panic!("{policy} solo {i}: {err}"))
+            })
+            .collect();
+        let ids = e
+            .add_request_n(request(&prompt, 40), Some(c), SAMPLES)
+            .unwrap_or_else(|err| panic!("{policy}: refused: {err}"));
+        let mut steps = 0;
+        while e.has_work() {
+            e.step();
+            let failed = e.take_failures();
+            assert!(failed.is_empty(), "{policy}: {failed:?}");
+            steps += 1;
+            assert!(steps < 1000, "{policy}: runaway");
+        }
+        assert_eq!(e.store().pool().n_free(), pool, "{policy}: blocks back");
+        assert_eq!(
+            e.counters().preemptions_total,
+            0,
+            "{policy}: nobody preempted"
+        );
+        for (i, id) in ids.iter().enumerate() {
+            let out = e.take_output(*id).expect("output");
+            assert_eq!(out.token_ids, solo[i].token_ids, "{policy}: sample {i}");
+        }
+    }
+}
