@@ -7,8 +7,9 @@ use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqStats};
 use serde_json::json;
 
-use crate::args::{engine_config, peak_rss_bytes, KvArgs, ModelArgs};
-use crate::bench_llama::LlamaBench;
+use crate::args::{engine_config, peak_rss_bytes, whole, KvArgs, ModelArgs};
+use crate::bench_batch::{batch_sampling, BatchStats};
+use crate::bench_llama::{Llama, LlamaBatched, LlamaBench};
 use crate::exit::usage;
 use crate::out::outln;
 
@@ -55,6 +56,24 @@ pub struct DecodeArgs {
     /// rkv / llama.cpp per repeat (see BENCHMARKS.md for building llama.cpp)
     #[arg(long, value_name = "PATH", conflicts_with = "compare_policy")]
     pub llama_bench: Option<std::path::PathBuf>,
+    /// Sequences decoding at once: one request of N samples of the depth's prompt (fed
+    /// once; a compressing policy compresses it before the samples fork), sampled at
+    /// temperature 0.6 so that they differ. The decode speed is then all
+    /// sequences' tokens per second, and the KV pool holds just what the request can
+    /// hold at once
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+          value_parser = whole::<1, usize>, conflicts_with_all = ["interleave", "llama_bench"])]
+    pub batch: usize,
+    /// llama.cpp's `llama-batched-bench` binary: runs it on the same GGUF file in turn
+    /// with every repeat, decoding --llama-sequences sequences at once after the depth's
+    /// prompt (decoded once and copied into each sequence's cache, `-pps`), and reports
+    /// rkv / llama.cpp per repeat
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["compare_policy", "llama_bench"])]
+    pub llama_batched_bench: Option<std::path::PathBuf>,
+    /// Sequences llama-batched-bench decodes at once [default: --batch]
+    #[arg(long, requires = "llama_batched_bench", allow_negative_numbers = true,
+          value_parser = whole::<1, usize>)]
+    pub llama_sequences: Option<usize>,
     /// One JSON object per depth, then a summary object
     #[arg(long)]
     pub json: bool,
@@ -166,26 +185,60 @@ fn decode(a: DecodeArgs) -> Result<()> {
             || crate::fetch::DEFAULT_MODEL_FILE.to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-    let cfg = engine_config(
+    let mut cfg = engine_config(
         a.kv.kv_dtype(),
         compression,
         max_depth.saturating_add(1).saturating_add(a.tokens),
     );
-    let mut llama = match &a.llama_bench {
-        Some(bin) => {
+    let request = |depth: usize| GenerationRequest {
+        prompt: filler.iter().copied().cycle().take(depth.max(1)).collect(),
+        sampling: match a.batch {
+            1 => SamplingParams::default(),
+            _ => batch_sampling(),
+        },
+        max_tokens: a.tokens + 1,
+        ignore_eos: true,
+        stop: Vec::new(),
+    };
+    if a.batch > 1 {
+        // Just what the deepest request of any policy can hold at once.
+        let deepest = request(max_depth);
+        let need = runs
+            .iter()
+            .map(|(_, c)| cfg.request_blocks(&deepest, c, a.batch));
+        cfg.kv_blocks = need.max().unwrap_or(1);
+        cfg.max_num_seqs = cfg.max_num_seqs.max(a.batch);
+    }
+    // Bytes of keys and values one token holds over all layers (llama.cpp's cells too).
+    let slot_bytes = rkv_engine::EngineConfig::bytes_per_block(
+        model.transformer.attention_shape(),
+        cfg.kv_dtype,
+        1,
+    );
+    let kv_pool_bytes = cfg.kv_blocks * cfg.block_size * slot_bytes;
+    let mut llama = match (&a.llama_bench, &a.llama_batched_bench) {
+        (None, None) => None,
+        (bench, batched) => {
             let file = match &a.model.model {
                 Some(p) => p.clone(),
                 None => crate::fetch::ensure_default_model()?,
             };
             if file.is_dir() {
                 return Err(usage!(
-                    "--llama-bench runs llama.cpp on a GGUF file, and --model is a directory"
+                    "llama.cpp runs on a GGUF file, and --model is a directory"
                 ));
             }
             let threads = rayon::current_num_threads();
-            Some(LlamaBench::new(bin, &file, threads, &a.kv.kv_dtype)?)
+            let kv = &a.kv.kv_dtype;
+            Some(match (bench, batched) {
+                (Some(bin), _) => Llama::Bench(LlamaBench::new(bin, &file, threads, kv)?),
+                (None, Some(bin)) => {
+                    let n = a.llama_sequences.unwrap_or(a.batch);
+                    Llama::Batched(LlamaBatched::new(bin, &file, threads, kv, n)?)
+                }
+                (None, None) => unreachable!("matched above"),
+            })
         }
-        None => None,
     };
     let mut engine = Engine::new(model, cfg.clone())?;
     // The second policy's own engine, when interleaved.
@@ -194,14 +247,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         false => None,
     };
     for &depth in &a.depths {
-        let prompt: Vec<u32> = filler.iter().copied().cycle().take(depth.max(1)).collect();
-        let req = GenerationRequest {
-            prompt,
-            sampling: SamplingParams::default(),
-            max_tokens: a.tokens + 1,
-            ignore_eos: true,
-            stop: Vec::new(),
-        };
+        let req = request(depth);
         let mut measured = vec![Measured::default(); runs.len()];
         let mut theirs = Theirs::default();
         // llama.cpp's prompt speed is compared only against a FullKV prefill: with a
@@ -227,6 +273,11 @@ fn decode(a: DecodeArgs) -> Result<()> {
             }
             for k in 0..runs.len() {
                 let k = alternating(rep, k, runs.len());
+                if a.batch > 1 {
+                    let b = crate::bench_batch::run(&mut engine, &req, a.batch, runs[k].1)?;
+                    measured[k].add_batch(&b);
+                    continue;
+                }
                 let out = engine.generate(req.clone(), Some(runs[k].1), |_| {})?;
                 measured[k].add(&out.stats);
             }
@@ -249,6 +300,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     "policy": policy,
                     "budget": a.kv.kv_budget,
                     "interleaved": a.interleave,
+                    // Sequences decoding at once; their tokens per second together.
+                    "batch": a.batch,
                     "decode_tokens_per_s": summary_json(stats(&m.tps)),
                     // The depth's prompt in one pass (for a compressing policy, with the
                     // compression that follows it when the prompt reaches budget + buffer).
@@ -260,6 +313,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     // every policy.
                     "compact_ms_per_event": m.compactions().map(|c| summary_json(stats(c))),
                     "kv_bytes_peak": m.kv_bytes,
+                    "kv_pool_bytes": kv_pool_bytes,
                     "peak_rss_bytes": peak_rss_bytes(),
                 })
             })
@@ -288,7 +342,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
             }
         } else {
             for ((policy, _), m) in runs.iter().zip(&measured) {
-                print_text(depth, policy, m, a.repeat, a.tokens)?;
+                print_text(depth, policy, m, a.repeat, a.tokens, a.batch)?;
             }
             if let Some(((sm, slo, shi), event)) = paired {
                 let (p, q) = (&runs[0].0, &runs[1].0);
@@ -306,7 +360,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
             }
         }
         if let Some(l) = &llama {
-            theirs.report(l, depth, &measured[0], &a, &model_name)?;
+            theirs.report(l, depth, &measured[0], &a, &model_name, slot_bytes)?;
         }
     }
     if !a.json {
@@ -351,33 +405,37 @@ fn interleaved(
     Ok([s0, s1])
 }
 
-/// What llama-bench measured over the repeats at one depth.
+/// What llama.cpp measured over the repeats at one depth.
 #[derive(Debug, Clone, Default)]
 struct Theirs {
     /// `[repeats]` decode and (at depths above 0, against a FullKV rkv) prompt tokens
     /// per second.
     decode: Vec<f64>,
     prompt: Vec<f64>,
+    /// KV cells a batched run held.
+    kv_cells: Option<usize>,
 }
 
 impl Theirs {
-    fn add(&mut self, l: &mut LlamaBench, depth: usize, tokens: usize, prompt: bool) -> Result<()> {
-        self.decode.push(l.decode(depth, tokens)?);
-        if depth > 0 && prompt {
-            self.prompt.push(l.prompt(depth)?);
-        }
+    fn add(&mut self, l: &mut Llama, depth: usize, tokens: usize, prompt: bool) -> Result<()> {
+        let run = l.measure(depth, tokens, prompt)?;
+        self.decode.push(run.decode);
+        self.prompt.extend(run.prompt);
+        self.kv_cells = run.kv_cells.or(self.kv_cells);
         Ok(())
     }
 
     /// llama.cpp's figures at `depth`, and rkv's (`ours`) over them per repeat.
     fn report(
         &self,
-        l: &LlamaBench,
+        l: &Llama,
         depth: usize,
         ours: &Measured,
         a: &DecodeArgs,
         model: &str,
+        slot_bytes: usize,
     ) -> std::io::Result<()> {
+        let kv_bytes = self.kv_cells.map(|c| c * slot_bytes);
         let prompt = (!self.prompt.is_empty()).then(|| stats(&self.prompt));
         let decode_ratio = ratio_stats(&ours.tps, &self.decode);
         let prompt_ratio = prompt.map(|_| ratio_stats(&ours.prefill_tps, &self.prompt));
@@ -385,12 +443,17 @@ impl Theirs {
             let row = json!({
                 "bench": "decode_llamacpp",
                 "model": model,
-                "threads": l.threads,
-                "kv_dtype": l.kv_dtype,
+                "threads": l.threads(),
+                "kv_dtype": l.kv_dtype(),
                 "depth": depth,
                 "tokens": a.tokens,
                 "repeat": a.repeat,
-                "llamacpp_build": l.build,
+                "llamacpp_build": l.build(),
+                // Sequences at once: rkv's, and llama.cpp's with the cells they held.
+                "batch": a.batch,
+                "llamacpp_sequences": l.sequences(),
+                "llamacpp_kv_cells": self.kv_cells,
+                "llamacpp_kv_bytes": kv_bytes,
                 // rkv's policy; llama.cpp always keeps the whole cache.
                 "policy": a.kv.kv_policy,
                 "budget": a.kv.kv_budget,
@@ -403,11 +466,21 @@ impl Theirs {
         }
         let (m, lo, hi) = stats(&self.decode);
         let (rm, rlo, rhi) = decode_ratio;
+        let seqs = match l.sequences() {
+            1 => String::new(),
+            n => format!(", {n} sequences"),
+        };
         outln!(
-            "              llama.cpp {}: decode {m:.1} tok/s (min {lo:.1}, max {hi:.1}); \
+            "              llama.cpp {}{seqs}: decode {m:.1} tok/s (min {lo:.1}, max {hi:.1}); \
              rkv / llama.cpp per repeat {rm:.2} (min {rlo:.2}, max {rhi:.2})",
-            l.build.as_deref().unwrap_or("")
+            l.build().unwrap_or("")
         )?;
+        if let Some(b) = kv_bytes {
+            outln!(
+                "              llama.cpp's KV cache held {:.1} MiB",
+                b as f64 / (1024.0 * 1024.0)
+            )?;
+        }
         if let (Some((m, lo, hi)), Some((rm, rlo, rhi))) = (prompt, prompt_ratio) {
             outln!(
                 "              llama.cpp prompt of {depth}: {m:.1} tok/s (min {lo:.1}, max {hi:.1}); \
@@ -434,6 +507,14 @@ struct Measured {
 }
 
 impl Measured {
+    /// A batched repeat: its statistics, with all sequences' decode speed.
+    fn add_batch(&mut self, b: &BatchStats) {
+        self.add(&b.stats);
+        if let Some(t) = self.tps.last_mut() {
+            *t = b.decode_tps;
+        }
+    }
+
     fn add(&mut self, s: &SeqStats) {
         self.tps.push(s.decode_tokens_per_s());
         self.prefill_tps.push(s.prefill_tokens_per_s());
@@ -467,8 +548,13 @@ fn print_text(
     m: &Measured,
     repeat: usize,
     tokens: usize,
+    batch: usize,
 ) -> std::io::Result<()> {
     let (med, min, max) = stats(&m.tps);
+    let policy = match batch {
+        1 => policy.to_string(),
+        n => format!("{policy} x {n} sequences"),
+    };
     let (pmed, pmin, pmax) = stats(&m.prefill_tps);
     outln!(
         "depth {depth:>6} {policy}: decode {med:7.1} tok/s (min {min:.1}, max {max:.1}) over {repeat} x {tokens} tokens, \

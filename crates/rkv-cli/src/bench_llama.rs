@@ -5,6 +5,13 @@
 //! -n T -d D`), and at depths above 0 a prompt of `depth` tokens (`-p D -n 0`), as rkv's
 //! prefill of the depth prompt. Settings: rkv's thread count and KV precision, flash
 //! attention off (`-fa 0`, llama.cpp's fastest setting on these CPUs; BENCHMARKS.md).
+//!
+//! With `--llama-batched-bench PATH` (rkv's `--batch`), each repeat makes one
+//! `llama-batched-bench` call instead: a prompt of `depth` tokens decoded once and
+//! copied into the cache of each of `sequences` sequences (`-pps`, each sequence its own
+//! cache), then `--tokens` tokens decoded for all of them at once; its `speed_tg` (all
+//! sequences' tokens per second) and `speed_pp` are the figures, `n_kv` the cache cells
+//! the run holds.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,17 +31,7 @@ pub struct LlamaBench {
 impl LlamaBench {
     /// Checks that `binary` runs (`--help`) before any measurement.
     pub fn new(binary: &Path, model: &Path, threads: usize, kv_dtype: &str) -> Result<Self> {
-        let ok = Command::new(binary)
-            .arg("--help")
-            .output()
-            .with_context(|| format!("cannot run llama-bench at {}", binary.display()))?;
-        if !ok.status.success() {
-            bail!(
-                "{} --help failed ({}): is it llama.cpp's llama-bench?",
-                binary.display(),
-                ok.status
-            );
-        }
+        check_runs(binary, "llama-bench")?;
         Ok(Self {
             binary: binary.to_path_buf(),
             model: model.to_path_buf(),
@@ -87,6 +84,194 @@ impl LlamaBench {
     }
 }
 
+/// What one llama.cpp measurement gave.
+#[derive(Debug, Clone, Copy)]
+pub struct LlamaRun {
+    /// Decode tokens per second (of all sequences together).
+    pub decode: f64,
+    /// Prompt tokens per second, when a prompt was measured.
+    pub prompt: Option<f64>,
+    /// KV cache cells the run held (batched runs).
+    pub kv_cells: Option<usize>,
+}
+
+/// llama.cpp's side of `rkv bench decode`: `llama-bench` for one sequence, or
+/// `llama-batched-bench` for several at once.
+pub enum Llama {
+    Bench(LlamaBench),
+    Batched(LlamaBatched),
+}
+
+impl Llama {
+    /// Decode of `tokens` tokens after `depth` cached ones (and, with `prompt`, the
+    /// prompt speed of `depth` tokens).
+    pub fn measure(&mut self, depth: usize, tokens: usize, prompt: bool) -> Result<LlamaRun> {
+        match self {
+            Llama::Bench(l) => {
+                let decode = l.decode(depth, tokens)?;
+                let prompt = match depth > 0 && prompt {
+                    true => Some(l.prompt(depth)?),
+                    false => None,
+                };
+                Ok(LlamaRun {
+                    decode,
+                    prompt,
+                    kv_cells: None,
+                })
+            }
+            Llama::Batched(l) => {
+                let mut run = l.run(depth, tokens)?;
+                if !prompt {
+                    run.prompt = None;
+                }
+                Ok(run)
+            }
+        }
+    }
+
+    pub fn threads(&self) -> usize {
+        match self {
+            Llama::Bench(l) => l.threads,
+            Llama::Batched(l) => l.threads,
+        }
+    }
+
+    pub fn kv_dtype(&self) -> &str {
+        match self {
+            Llama::Bench(l) => &l.kv_dtype,
+            Llama::Batched(l) => &l.kv_dtype,
+        }
+    }
+
+    /// llama.cpp's build, once seen.
+    pub fn build(&self) -> Option<&str> {
+        match self {
+            Llama::Bench(l) => l.build.as_deref(),
+            Llama::Batched(l) => l.build.as_deref(),
+        }
+    }
+
+    /// Sequences llama.cpp decodes at once.
+    pub fn sequences(&self) -> usize {
+        match self {
+            Llama::Bench(_) => 1,
+            Llama::Batched(l) => l.sequences,
+        }
+    }
+}
+
+/// A `llama-batched-bench` binary and what it runs.
+pub struct LlamaBatched {
+    pub binary: PathBuf,
+    pub model: PathBuf,
+    pub threads: usize,
+    pub kv_dtype: String,
+    pub sequences: usize,
+    pub build: Option<String>,
+}
+
+impl LlamaBatched {
+    /// Checks that `binary` runs (`--help`) before any measurement.
+    pub fn new(
+        binary: &Path,
+        model: &Path,
+        threads: usize,
+        kv_dtype: &str,
+        sequences: usize,
+    ) -> Result<Self> {
+        check_runs(binary, "llama-batched-bench")?;
+        // `--version` names the commit (the benchmark's own output does not).
+        let version = Command::new(binary).arg("--version").output().ok();
+        let build = version.and_then(|v| {
+            let text = [v.stdout, v.stderr].concat();
+            version_commit(&String::from_utf8_lossy(&text))
+        });
+        Ok(Self {
+            binary: binary.to_path_buf(),
+            model: model.to_path_buf(),
+            threads,
+            kv_dtype: kv_dtype.to_string(),
+            sequences,
+            build,
+        })
+    }
+
+    /// `sequences` sequences decoding `tokens` tokens each after a shared prompt of
+    /// `depth` tokens (at least one).
+    pub fn run(&mut self, depth: usize, tokens: usize) -> Result<LlamaRun> {
+        let depth = depth.max(1);
+        // Each sequence's cache holds the prompt and its tokens.
+        let ctx = self.sequences * (depth + tokens + 256);
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("-m")
+            .arg(&self.model)
+            .args(["-t", &self.threads.to_string(), "-fa", "off"])
+            .args(["-ctk", &self.kv_dtype, "-ctv", &self.kv_dtype])
+            .args(["-c", &ctx.to_string(), "-b", "2048", "-ub", "512"])
+            .args(["-npp", &depth.to_string(), "-ntg", &tokens.to_string()])
+            .args(["-npl", &self.sequences.to_string(), "-pps"])
+            .args(["--output-format", "jsonl"]);
+        let out = cmd
+            .output()
+            .with_context(|| format!("cannot run {}", self.binary.display()))?;
+        if !out.status.success() {
+            bail!(
+                "llama-batched-bench failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            );
+        }
+        parse_batched(&String::from_utf8_lossy(&out.stdout))
+    }
+}
+
+fn check_runs(binary: &Path, what: &str) -> Result<()> {
+    let ok = Command::new(binary)
+        .arg("--help")
+        .output()
+        .with_context(|| format!("cannot run {what} at {}", binary.display()))?;
+    if !ok.status.success() {
+        bail!(
+            "{} --help failed ({}): is it llama.cpp's {what}?",
+            binary.display(),
+            ok.status
+        );
+    }
+    Ok(())
+}
+
+/// The commit llama.cpp's `--version` names (`version: 0.5.0-dev (build 1, commit
+/// 0c1e570)`).
+fn version_commit(text: &str) -> Option<String> {
+    let start = text.find("commit ")? + "commit ".len();
+    let rest = &text[start..];
+    let end = rest.find(|c: char| !c.is_ascii_alphanumeric())?;
+    (end > 0).then(|| rest[..end].to_string())
+}
+
+/// `speed_tg`, `speed_pp` and `n_kv` of the one result line of llama-batched-bench's
+/// JSONL output.
+fn parse_batched(stdout: &str) -> Result<LlamaRun> {
+    let Some(line) = stdout.lines().find(|l| l.trim_start().starts_with('{')) else {
+        bail!("llama-batched-bench printed no result (did the context fit?)");
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(line).context("llama-batched-bench's result is not JSON")?;
+    let decode = v["speed_tg"]
+        .as_f64()
+        .context("llama-batched-bench's result has no speed_tg")?;
+    let prompt = v["speed_pp"].as_f64();
+    let kv_cells = v["n_kv"].as_u64().and_then(|n| usize::try_from(n).ok());
+    Ok(LlamaRun {
+        decode,
+        prompt,
+        kv_cells,
+    })
+}
+
 /// `avg_ts` (and `build_commit`) of the one test in llama-bench's JSON output.
 fn parse(stdout: &[u8]) -> Result<(f64, Option<String>)> {
     let v: serde_json::Value =
@@ -115,6 +300,21 @@ mod tests {
         assert_eq!(build.as_deref(), Some("0c1e570"));
         assert!(parse(b"[]").is_err());
         assert!(parse(b"main: error").is_err());
+    }
+
+    #[test]
+    fn reads_the_batched_speeds_cells_and_build() {
+        let out = "\n{\"n_kv_max\": 66048, \"pp\": 8000, \"tg\": 64, \"pl\": 8, \"n_kv\": 64512, \
+                   \"t_pp\": 150.1, \"speed_pp\": 53.3, \"t_tg\": 30.2, \"speed_tg\": 16.95}\n";
+        let run = parse_batched(out).unwrap();
+        assert_eq!(run.decode, 16.95);
+        assert_eq!(run.prompt, Some(53.3));
+        assert_eq!(run.kv_cells, Some(64512));
+        assert!(parse_batched("main: n_kv_max = 2048\n").is_err());
+        assert!(parse_batched("{\"speed_pp\": 1.0}").is_err());
+        let version = "version: 0.5.0-dev (build 1, commit 0c1e570)\nbuilt with GNU 12.2.0\n";
+        assert_eq!(version_commit(version).as_deref(), Some("0c1e570"));
+        assert_eq!(version_commit("nothing"), None);
     }
 
     #[test]

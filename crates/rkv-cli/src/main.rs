@@ -3,6 +3,7 @@
 
 mod args;
 mod bench;
+mod bench_batch;
 mod bench_events;
 mod bench_llama;
 mod bench_model;

@@ -133,3 +133,67 @@ fn bench_decode_interleaves_two_policies() {
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("--compare-policy"), "{err}");
 }
+
+/// `--batch`: samples of one prompt decoding at once. Under R-KV the prompt (longer than
+/// budget + buffer) is compressed before the samples fork, so the pool the run is given
+/// (what the request reserves) holds the prompt once and each sample's budget + buffer:
+/// far less than FullKV's whole lengths, and the run stays inside it.
+#[test]
+fn bench_decode_batches_samples_within_their_reservation() {
+    let model = default_model();
+    let model = model.to_str().expect("utf-8 path");
+    let run = |policy: &str| {
+        let (code, out, err) = rkv(&[
+            "bench",
+            "decode",
+            "--model",
+            model,
+            "--kv-policy",
+            policy,
+            "--kv-budget",
+            "64",
+            "--kv-buffer",
+            "16",
+            "--depths",
+            "200",
+            "--tokens",
+            "40",
+            "--repeat",
+            "1",
+            "--batch",
+            "4",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        json_rows(&out).remove(0)
+    };
+    let (rkv_row, full_row) = (run("rkv"), run("full"));
+    for row in [&rkv_row, &full_row] {
+        assert_eq!(row["batch"], 4, "{row}");
+        let peak = row["kv_bytes_peak"].as_u64().unwrap_or(u64::MAX);
+        let pool = row["kv_pool_bytes"].as_u64().unwrap_or(0);
+        assert!(peak > 0 && peak <= pool, "{row}");
+        assert!(row["decode_tokens_per_s"]["median"].as_f64().unwrap_or(0.0) > 0.0);
+    }
+    // The prompt's compression (inherited by every sample), then two each: 64 kept slots
+    // reach 80 after 16 of the 41 tokens, and again after 32.
+    assert_eq!(rkv_row["compressions"], 12, "{rkv_row}");
+    // In blocks of 32 slots: the 200-slot prompt once (7 blocks) or 4 x 80 slots (4 x 3
+    // blocks), whichever is more, against 4 x 241 slots (4 x 8 blocks).
+    let pool = |r: &serde_json::Value| r["kv_pool_bytes"].as_u64().unwrap_or(0);
+    assert_eq!(
+        pool(&full_row) * 12,
+        pool(&rkv_row) * 32,
+        "{rkv_row} {full_row}"
+    );
+    for bad in [
+        &["--batch", "0"][..],
+        &["--batch", "2", "--llama-bench", "/bin/true"],
+        &["--llama-sequences", "2"],
+    ] {
+        let (code, out, err) = rkv(&small_rkv_run(model, bad));
+        assert_ne!(code, 0, "{bad:?} accepted");
+        assert!(out.is_empty(), "{out}");
+        assert!(err.contains("--batch") || err.contains("--llama"), "{err}");
+    }
+}
