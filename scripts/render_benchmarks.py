@@ -379,13 +379,16 @@ BUILD_LLAMACPP = [
     "F=\"-mno-amx-tile -mno-amx-int8 -mno-amx-bf16\"",
     "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGGML_AMX=OFF -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \\",
     "  -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DCMAKE_C_FLAGS=\"$F\" -DCMAKE_CXX_FLAGS=\"$F\"",
-    "cmake --build build --target llama-bench llama-quantize -j2",
+    "cmake --build build --target llama-bench llama-batched-bench llama-quantize -j2",
     "```",
     "",
     "AMX stays off: the Xeons of these machines advertise it but trap its instructions, and `-march=native` "
     "would compile AMX code even with `GGML_AMX=OFF` (hence the `-mno-amx-*` flags). Flash attention off (`-fa 0`) "
     "is llama.cpp's fastest setting on these CPUs (about 3x faster than its default at depth 4096 on the default "
-    "model); `rkv bench decode --llama-bench build/bin/llama-bench` passes it. `scripts/llamacpp/greedy.cpp` links "
+    "model); `rkv bench decode --llama-bench build/bin/llama-bench` passes it, and `--llama-batched-bench "
+    "build/bin/llama-batched-bench` passes `-fa off` (weight repacking stays on: its default, and "
+    "by far its faster setting for several sequences at once on these CPUs, `-nr` turning off the batched "
+    "products). `scripts/llamacpp/greedy.cpp` links "
     "against `build/bin/libllama.so` for the parity references (`scripts/llamacpp/requant_reference.sh`).",
     "",
 ]
@@ -398,6 +401,7 @@ def llamacpp_section():
                          "`scripts/bench_llamacpp.sh`")
     out += llamacpp_table("llamacpp_depth.jsonl", "### The 1.5B shape at depth, and R-KV against llama.cpp's full cache",
                           "`scripts/bench_llamacpp_depth.sh`")
+    out += llamacpp_batched_table()
     return (out + [""] if out else []) + BUILD_LLAMACPP
 
 
@@ -434,6 +438,42 @@ def llamacpp_table(name, title, script):
                    f"{fmt(t['decode_tokens_per_s'])} | {fmt(t['decode_speed_ratio'], 2)} | "
                    + (f"{fmt(o['prefill_tokens_per_s'])} | {fmt(p)} | {fmt(t['prompt_speed_ratio'], 2)} |" if p
                       else "- | - | - |"))
+    return out + [""]
+
+
+def mib(b):
+    return f"{b / (1 << 20):.0f}"
+
+
+def llamacpp_batched_table():
+    """bench/results/llamacpp_batched.jsonl (scripts/bench_llamacpp_batched.sh) as a table
+    ([] when absent): each invocation's rkv row, then its llama.cpp row."""
+    head, rows = read_results("llamacpp_batched.jsonl")
+    pairs = [(o, t) for o, t in zip(rows, rows[1:])
+             if o.get("bench") == "decode" and t.get("bench") == "decode_llamacpp"]
+    if not pairs:
+        return []
+    out = ["### Many sequences at depth 8000: R-KV against llama.cpp's full cache", "",
+           f"`scripts/bench_llamacpp_batched.sh` (`{head['command']}`); machine: {head['machine']}; "
+           f"commit `{head['commit']}`; date: {head['date']}. `r1-qwen-1.5b-q4_k_m.gguf` as above. rkv decodes N "
+           "samples of one prompt (`--batch N`, temperature 0.6): the prompt is compressed to the budget before "
+           "the samples fork, and the engine's KV pool holds just what the request reserves, max(prompt, N x "
+           "(budget + buffer)) slots. llama.cpp's `llama-batched-bench -pps` decodes the same prompt length "
+           "copied into each sequence's own cache (its whole cache, prompt and tokens, per sequence). Each row is "
+           "one invocation whose repeats alternate the two (2 threads, f16 KV); decode tok/s count all sequences' "
+           "tokens, median (min-max); the ratio is rkv / llama.cpp per repeat. KV MiB: rkv's blocks in use at "
+           "the peak (its pool), llama.cpp's cells held.", "",
+           "| depth | rkv cache | rkv sequences | rkv KV MiB (pool) | rkv decode tok/s | llama.cpp sequences "
+           "| llama.cpp KV MiB | llama.cpp decode tok/s | decode ratio |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for o, t in pairs:
+        policy = t.get("policy", "full")
+        cache = "full" if policy == "full" else f"{policy}, budget {t.get('budget')}"
+        theirs_kv = t.get("llamacpp_kv_bytes")
+        out.append(f"| {t['depth']} | {cache} | {o.get('batch', 1)} | {mib(o['kv_bytes_peak'])} "
+                   f"({mib(o['kv_pool_bytes'])}) | {fmt(o['decode_tokens_per_s'])} | "
+                   f"{t.get('llamacpp_sequences', 1)} | {mib(theirs_kv) if theirs_kv else '-'} | "
+                   f"{fmt(t['decode_tokens_per_s'])} | {fmt(t['decode_speed_ratio'], 2)} |")
     return out + [""]
 
 
