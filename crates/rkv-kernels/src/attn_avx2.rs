@@ -15,7 +15,7 @@ use half::{bf16, f16};
 use crate::attn::with_group_size;
 
 /// An element type loadable as 8 f32 lanes.
-trait Lanes: Copy {
+pub(crate) trait Lanes: Copy {
     /// Eight elements at `p` as f32.
     ///
     /// # Safety
@@ -73,7 +73,7 @@ impl Lanes for bf16 {
 /// Sum of the 8 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum(v: __m256) -> f32 {
+pub(crate) fn hsum(v: __m256) -> f32 {
     let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
     let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)))

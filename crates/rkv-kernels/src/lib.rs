@@ -16,6 +16,9 @@ pub mod blocks;
 pub mod blocks_k;
 pub mod blocks_q5;
 pub mod build_info;
+pub mod dense;
+#[cfg(target_arch = "x86_64")]
+mod dense_avx2;
 pub mod dot;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx2;
@@ -59,6 +62,7 @@ pub use blocks_q5::{
     dequantize_row_q5_0, dequantize_row_q5_1, vec_dot_q5_0_q8_0_ref, vec_dot_q5_1_q8_1_ref,
     BlockQ5_0, BlockQ5_1,
 };
+pub use dense::{matmul_bf16, matmul_f16, matmul_f32};
 pub use dot::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_ref, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_ref,
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
@@ -68,7 +72,7 @@ pub use gemm::matmul_packed;
 pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
 pub use half::{bf16, f16};
 pub use interleaved::{matmul_packed_ref, Interleaved, Packed};
-pub use matmul::{matmul_bf16, matmul_f16, matmul_f32, matmul_q4_0, matmul_q4_1, matmul_q8_0};
+pub use matmul::{matmul_q4_0, matmul_q4_1, matmul_q8_0};
 pub use packed_q4_1::{BlockQ4_1x8, PackedQ4_1};
 pub use packed_q4_k::{BlockQ4_Kx8, PackedQ4K};
 pub use packed_q5_0::{BlockQ5_0x8, PackedQ5_0};

@@ -1,10 +1,11 @@
-//! Matrix products `out[t, r] = dot(w[r], x[t])` for quantised (Q4_0, Q4_1,
-//! Q8_0) and dense (f32, f16, bf16) weights, parallel over row chunks with rayon.
+//! Matrix products `out[t, r] = dot(w[r], x[t])` for quantised weights run one row
+//! dot product at a time (Q4_0, Q4_1, Q8_0 rows as stored), parallel over row chunks
+//! with rayon; dense weights have their own blocked product (`dense.rs`).
 //!
 //! Every output element is one call-equivalent of the row dot product in
-//! `dot.rs` (quantised, ggml numerics of `ggml_vec_dot_*` in
-//! `ggml/src/ggml-cpu/arch/x86/quants.c`) or `attn.rs` (dense), so results do
-//! not depend on tiling or thread count.
+//! `dot.rs` (ggml numerics of `ggml_vec_dot_*` in
+//! `ggml/src/ggml-cpu/arch/x86/quants.c`), so results do not depend on tiling or
+//! thread count.
 //!
 //! Layouts: `w` is `[rows, k]` (blocks or elements per row `k`), `x` is
 //! `[n, k]`, `out` is `[n, rows]`. Work is split into chunks of rows (a
@@ -12,10 +13,8 @@
 //! rows stay in L1 while all `n` tokens stream past them. Runs on whatever
 //! rayon pool the caller has installed.
 
-use half::f16;
 use rayon::prelude::*;
 
-use crate::attn::{dot_bf16, dot_f16, dot_f32};
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1};
 use crate::dot::{q4_0_rows, q4_1_rows, q8_0_rows};
 use crate::error::{check_len, check_multiple, KernelError};
@@ -37,9 +36,6 @@ trait Kernel {
 struct Q4_0K;
 struct Q4_1K;
 struct Q8_0K;
-struct F32K;
-struct F16K;
-struct Bf16K;
 
 impl Kernel for Q4_0K {
     type W = BlockQ4_0;
@@ -65,39 +61,6 @@ impl Kernel for Q8_0K {
     #[inline]
     fn rows<const R: usize>(w: &[BlockQ8_0], x: &[BlockQ8_0], out: &mut [f32; R]) {
         q8_0_rows(w, x, out)
-    }
-}
-
-impl Kernel for F32K {
-    type W = f32;
-    type X = f32;
-    #[inline]
-    fn rows<const R: usize>(w: &[f32], x: &[f32], out: &mut [f32; R]) {
-        for (o, row) in out.iter_mut().zip(w.chunks_exact(x.len().max(1))) {
-            *o = dot_f32(row, x);
-        }
-    }
-}
-
-impl Kernel for F16K {
-    type W = f16;
-    type X = f32;
-    #[inline]
-    fn rows<const R: usize>(w: &[f16], x: &[f32], out: &mut [f32; R]) {
-        for (o, row) in out.iter_mut().zip(w.chunks_exact(x.len().max(1))) {
-            *o = dot_f16(row, x);
-        }
-    }
-}
-
-impl Kernel for Bf16K {
-    type W = half::bf16;
-    type X = f32;
-    #[inline]
-    fn rows<const R: usize>(w: &[half::bf16], x: &[f32], out: &mut [f32; R]) {
-        for (o, row) in out.iter_mut().zip(w.chunks_exact(x.len().max(1))) {
-            *o = dot_bf16(row, x);
-        }
     }
 }
 
@@ -241,52 +204,4 @@ pub fn matmul_q8_0(
     out: &mut [f32],
 ) -> Result<(), KernelError> {
     matmul::<Q8_0K>(w, rows, x, n, out)
-}
-
-/// Dense f32 weights `[rows, cols]` times f32 activations `[n, cols]` into
-/// `out[n, rows]`.
-///
-/// # Errors
-/// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
-/// `out.len() != n * rows`.
-pub fn matmul_f32(
-    w: &[f32],
-    rows: usize,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), KernelError> {
-    matmul::<F32K>(w, rows, x, n, out)
-}
-
-/// Dense f16 weights `[rows, cols]` times f32 activations `[n, cols]` into
-/// `out[n, rows]` (weights widened to f32 exactly, f32 accumulation).
-///
-/// # Errors
-/// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
-/// `out.len() != n * rows`.
-pub fn matmul_f16(
-    w: &[f16],
-    rows: usize,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), KernelError> {
-    matmul::<F16K>(w, rows, x, n, out)
-}
-
-/// Dense bf16 weights `[rows, cols]` times f32 activations `[n, cols]` into
-/// `out[n, rows]` (weights widened to f32 exactly, f32 accumulation).
-///
-/// # Errors
-/// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
-/// `out.len() != n * rows`.
-pub fn matmul_bf16(
-    w: &[half::bf16],
-    rows: usize,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), KernelError> {
-    matmul::<Bf16K>(w, rows, x, n, out)
 }
