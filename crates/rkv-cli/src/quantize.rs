@@ -17,7 +17,7 @@ pub struct QuantizeArgs {
     pub input: PathBuf,
     /// Where to write the requantised GGUF model
     pub output: PathBuf,
-    /// The file type: q4_k_m, q5_k_m, q6_k or q8_0
+    /// The file type: q4_k_m, q5_k_m, q6_k, q8_0, f16 or bf16
     #[arg(long = "type", value_name = "TYPE")]
     pub file_type: String,
 }

@@ -1,6 +1,7 @@
 //! Which ggml type llama.cpp's `llama-quantize` gives each tensor of a dense model for a
 //! file type: its `llama_tensor_get_type` for the mixtures Q4_K_M and Q5_K_M and the
-//! plain Q6_K and Q8_0, as of llama.cpp `0c1e57098`.
+//! plain Q6_K and Q8_0, as of llama.cpp `0c1e57098`; and the dense F16 and BF16 files
+//! (every matrix in that type, as `llama-quantize … F16` writes them).
 //!
 //! - The output head (`output.weight`, or a tied `token_embd.weight`): Q6_K, Q8_0 in a
 //!   Q8_0 file.
@@ -25,14 +26,18 @@ pub enum FileType {
     Q5KM,
     Q6K,
     Q8_0,
+    F16,
+    Bf16,
 }
 
 /// Every file type, with its `llama-quantize` name.
-pub const FILE_TYPES: [(FileType, &str); 4] = [
+pub const FILE_TYPES: [(FileType, &str); 6] = [
     (FileType::Q4KM, "q4_k_m"),
     (FileType::Q5KM, "q5_k_m"),
     (FileType::Q6K, "q6_k"),
     (FileType::Q8_0, "q8_0"),
+    (FileType::F16, "f16"),
+    (FileType::Bf16, "bf16"),
 ];
 
 impl FileType {
@@ -68,6 +73,8 @@ impl FileType {
             Self::Q5KM => 17,
             Self::Q6K => 18,
             Self::Q8_0 => 7,
+            Self::F16 => 1,
+            Self::Bf16 => 32,
         }
     }
 
@@ -77,6 +84,8 @@ impl FileType {
             Self::Q5KM => GgmlDType::Q5K,
             Self::Q6K => GgmlDType::Q6K,
             Self::Q8_0 => GgmlDType::Q8_0,
+            Self::F16 => GgmlDType::F16,
+            Self::Bf16 => GgmlDType::BF16,
         }
     }
 }
@@ -111,7 +120,9 @@ pub fn target_type(
             && matches!(ft, FileType::Q4KM | FileType::Q5KM)
             && layer_of(name).is_some_and(|i| use_more_bits(i, n_layers))
     };
-    let t = if head {
+    let t = if matches!(ft, FileType::F16 | FileType::Bf16) {
+        ft.base()
+    } else if head {
         match ft {
             FileType::Q8_0 => GgmlDType::Q8_0,
             _ => GgmlDType::Q6K,
@@ -164,6 +175,20 @@ mod tests {
         assert_eq!(more, 14);
         let q5 = |name: &str| target_type(FileType::Q5KM, name, &[576, 576], 30, false);
         assert_eq!(q5("blk.4.ffn_up.weight"), Some(GgmlDType::Q5_1));
+    }
+
+    #[test]
+    fn dense_files_hold_every_matrix_in_their_type() {
+        for (ft, ty) in [
+            (FileType::F16, GgmlDType::F16),
+            (FileType::Bf16, GgmlDType::BF16),
+        ] {
+            let t = |name: &str, dims: &[usize]| target_type(ft, name, dims, 30, false);
+            assert_eq!(t("token_embd.weight", &[49152, 576]), Some(ty));
+            assert_eq!(t("blk.0.attn_v.weight", &[192, 576]), Some(ty));
+            assert_eq!(t("blk.0.ffn_down.weight", &[576, 1536]), Some(ty));
+            assert_eq!(t("blk.3.attn_norm.weight", &[576]), None);
+        }
     }
 
     #[test]
