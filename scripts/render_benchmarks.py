@@ -395,17 +395,24 @@ BUILD_LLAMACPP = [
 
 
 def llamacpp_section():
-    """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh) and
-    bench/results/llamacpp_depth.jsonl (scripts/bench_llamacpp_depth.sh)."""
+    """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh),
+    llamacpp_depth.jsonl (scripts/bench_llamacpp_depth.sh), llamacpp_batched.jsonl
+    (scripts/bench_llamacpp_batched.sh) and llamacpp_dense.jsonl
+    (scripts/bench_llamacpp_dense.sh)."""
     out = llamacpp_table("llamacpp_side_by_side.jsonl", "## rkv against llama.cpp on Q4_K_M files",
                          "`scripts/bench_llamacpp.sh`")
     out += llamacpp_table("llamacpp_depth.jsonl", "### The 1.5B shape at depth, and R-KV against llama.cpp's full cache",
                           "`scripts/bench_llamacpp_depth.sh`")
     out += llamacpp_batched_table()
+    out += llamacpp_table("llamacpp_dense.jsonl", "### Dense 16-bit weights: the default model as F16 and BF16",
+                          "`scripts/bench_llamacpp_dense.sh`",
+                          "`default-f16.gguf` and `default-bf16.gguf` are the default model written by `rkv quantize "
+                          "--type f16` and `--type bf16` (every matrix in that type); rkv holds them as stored and runs "
+                          "its blocked dense product (`crates/rkv-kernels/src/dense.rs`).")
     return (out + [""] if out else []) + BUILD_LLAMACPP
 
 
-def llamacpp_table(name, title, script):
+def llamacpp_table(name, title, script, note=""):
     """One results file of `rkv bench decode --llama-bench` as a table ([] when absent)."""
     head, rows = read_results(name)
     theirs = [r for r in rows if r.get("bench") == "decode_llamacpp"]
@@ -423,7 +430,7 @@ def llamacpp_table(name, title, script):
            "(llama.cpp's layout: Q5_0 and Q8_0 for the 576-wide rows, Q4_K and Q6_K for `ffn_down`); "
            "`r1-qwen-1.5b-q4_k_m.gguf` is `rkv bench model`'s random-weight file of R1-Distill-Qwen-1.5B's shapes. "
            "llama.cpp always keeps the whole cache; the rkv cache column says what rkv kept (a compressing "
-           "policy's prefill compresses too, so its prompt speed is not compared).", "",
+           "policy's prefill compresses too, so its prompt speed is not compared)." + (" " + note if note else ""), "",
            "| file | depth | rkv cache | rkv decode tok/s | llama.cpp decode tok/s | decode ratio "
            "| prompt of `depth` tokens: rkv tok/s | llama.cpp tok/s | prompt ratio |",
            "|---|---|---|---|---|---|---|---|---|"]
