@@ -234,61 +234,33 @@ fn matmul_dense<W: DenseElem>(
             (r0, width, tmp)
         })
         .collect();
-    for (r0, width, tmp) in parts {
-        for (t, part) in tmp.chunks_exact(width).enumerate() {
-            out[t * rows + r0..t * rows + r0 + width].copy_from_slice(part);
-        }
-    }
+    crate::gemm::scatter_parts(parts, rows, out);
     Ok(())
 }
 
-/// Dense f32 weights `[rows, cols]` times f32 activations `[n, cols]` into
-/// `out[n, rows]`.
-///
-/// # Errors
-/// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
-/// `out.len() != n * rows`.
-pub fn matmul_f32(
-    w: &[f32],
-    rows: usize,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), KernelError> {
-    matmul_dense(w, rows, x, n, out)
+macro_rules! matmul_of {
+    ($name:ident, $t:ty, $what:literal) => {
+        #[doc = concat!("Dense ", $what, " weights `[rows, cols]` times f32 activations `[n, cols]` into")]
+        /// `out[n, rows]` (weights widened to f32 exactly, f32 accumulation).
+        ///
+        /// # Errors
+        /// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
+        /// `out.len() != n * rows`.
+        pub fn $name(
+            w: &[$t],
+            rows: usize,
+            x: &[f32],
+            n: usize,
+            out: &mut [f32],
+        ) -> Result<(), KernelError> {
+            matmul_dense(w, rows, x, n, out)
+        }
+    };
 }
 
-/// Dense f16 weights `[rows, cols]` times f32 activations `[n, cols]` into
-/// `out[n, rows]` (weights widened to f32 exactly, f32 accumulation).
-///
-/// # Errors
-/// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
-/// `out.len() != n * rows`.
-pub fn matmul_f16(
-    w: &[half::f16],
-    rows: usize,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), KernelError> {
-    matmul_dense(w, rows, x, n, out)
-}
-
-/// Dense bf16 weights `[rows, cols]` times f32 activations `[n, cols]` into
-/// `out[n, rows]` (weights widened to f32 exactly, f32 accumulation).
-///
-/// # Errors
-/// When `w.len()` is not `rows * cols`, `x.len() != n * cols` or
-/// `out.len() != n * rows`.
-pub fn matmul_bf16(
-    w: &[half::bf16],
-    rows: usize,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), KernelError> {
-    matmul_dense(w, rows, x, n, out)
-}
+matmul_of!(matmul_f32, f32, "f32");
+matmul_of!(matmul_f16, half::f16, "f16");
+matmul_of!(matmul_bf16, half::bf16, "bf16");
 
 #[cfg(test)]
 mod tests {

@@ -119,10 +119,16 @@ pub fn matmul_packed<P: Interleaved>(
             (r0, width, tmp)
         })
         .collect();
+    scatter_parts(parts, rows, out);
+    Ok(())
+}
+
+/// Copies the parts of a many-token product into `out[n, rows]`: each `(r0, width,
+/// tmp)` holds `[n, width]` outputs of rows `r0..r0 + width`.
+pub(crate) fn scatter_parts(parts: Vec<(usize, usize, Vec<f32>)>, rows: usize, out: &mut [f32]) {
     for (r0, width, tmp) in parts {
         for (t, part) in tmp.chunks_exact(width).enumerate() {
             out[t * rows + r0..t * rows + r0 + width].copy_from_slice(part);
         }
     }
-    Ok(())
 }
