@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::args::{engine_config, peak_rss_bytes, whole, KvArgs, ModelArgs};
 use crate::bench_batch::{batch_sampling, BatchStats};
-use crate::bench_llama::{Llama, LlamaBatched, LlamaBench};
+use crate::bench_llama::Llama;
 use crate::exit::usage;
 use crate::out::outln;
 
@@ -229,15 +229,12 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 ));
             }
             let threads = rayon::current_num_threads();
-            let kv = &a.kv.kv_dtype;
-            Some(match (bench, batched) {
-                (Some(bin), _) => Llama::Bench(LlamaBench::new(bin, &file, threads, kv)?),
-                (None, Some(bin)) => {
-                    let n = a.llama_sequences.unwrap_or(a.batch);
-                    Llama::Batched(LlamaBatched::new(bin, &file, threads, kv, n)?)
-                }
+            let (bin, batched) = match (bench, batched) {
+                (Some(bin), _) => (bin, None),
+                (None, Some(bin)) => (bin, Some(a.llama_sequences.unwrap_or(a.batch))),
                 (None, None) => unreachable!("matched above"),
-            })
+            };
+            Some(Llama::new(bin, &file, threads, &a.kv.kv_dtype, batched)?)
         }
     };
     let mut engine = Engine::new(model, cfg.clone())?;
@@ -443,12 +440,12 @@ impl Theirs {
             let row = json!({
                 "bench": "decode_llamacpp",
                 "model": model,
-                "threads": l.threads(),
-                "kv_dtype": l.kv_dtype(),
+                "threads": l.threads,
+                "kv_dtype": l.kv_dtype,
                 "depth": depth,
                 "tokens": a.tokens,
                 "repeat": a.repeat,
-                "llamacpp_build": l.build(),
+                "llamacpp_build": l.build,
                 // Sequences at once: rkv's, and llama.cpp's with the cells they held.
                 "batch": a.batch,
                 "llamacpp_sequences": l.sequences(),
@@ -473,7 +470,7 @@ impl Theirs {
         outln!(
             "              llama.cpp {}{seqs}: decode {m:.1} tok/s (min {lo:.1}, max {hi:.1}); \
              rkv / llama.cpp per repeat {rm:.2} (min {rlo:.2}, max {rhi:.2})",
-            l.build().unwrap_or("")
+            l.build.as_deref().unwrap_or("")
         )?;
         if let Some(b) = kv_bytes {
             outln!(

@@ -18,72 +18,6 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-/// A `llama-bench` binary and what it runs.
-pub struct LlamaBench {
-    pub binary: PathBuf,
-    pub model: PathBuf,
-    pub threads: usize,
-    pub kv_dtype: String,
-    /// llama.cpp's `build_commit`, once seen.
-    pub build: Option<String>,
-}
-
-impl LlamaBench {
-    /// Checks that `binary` runs (`--help`) before any measurement.
-    pub fn new(binary: &Path, model: &Path, threads: usize, kv_dtype: &str) -> Result<Self> {
-        check_runs(binary, "llama-bench")?;
-        Ok(Self {
-            binary: binary.to_path_buf(),
-            model: model.to_path_buf(),
-            threads,
-            kv_dtype: kv_dtype.to_string(),
-            build: None,
-        })
-    }
-
-    /// Decode tokens per second of `tokens` tokens after `depth` cached ones.
-    pub fn decode(&mut self, depth: usize, tokens: usize) -> Result<f64> {
-        self.run(&[
-            "-p",
-            "0",
-            "-n",
-            &tokens.to_string(),
-            "-d",
-            &depth.to_string(),
-        ])
-    }
-
-    /// Prompt tokens per second of a prompt of `n` tokens on an empty cache.
-    pub fn prompt(&mut self, n: usize) -> Result<f64> {
-        self.run(&["-p", &n.to_string(), "-n", "0", "-d", "0"])
-    }
-
-    fn run(&mut self, test: &[&str]) -> Result<f64> {
-        let model = self.model.to_string_lossy().into_owned();
-        let threads = self.threads.to_string();
-        let mut cmd = Command::new(&self.binary);
-        cmd.args(["-m", &model, "-t", &threads, "-r", "1", "-fa", "0"])
-            .args(["-ctk", &self.kv_dtype, "-ctv", &self.kv_dtype, "-o", "json"])
-            .args(test);
-        let out = cmd
-            .output()
-            .with_context(|| format!("cannot run {}", self.binary.display()))?;
-        if !out.status.success() {
-            bail!(
-                "llama-bench failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-            );
-        }
-        let (ts, build) = parse(&out.stdout)?;
-        self.build = self.build.take().or(build);
-        Ok(ts)
-    }
-}
-
 /// What one llama.cpp measurement gave.
 #[derive(Debug, Clone, Copy)]
 pub struct LlamaRun {
@@ -95,113 +29,97 @@ pub struct LlamaRun {
     pub kv_cells: Option<usize>,
 }
 
-/// llama.cpp's side of `rkv bench decode`: `llama-bench` for one sequence, or
-/// `llama-batched-bench` for several at once.
-pub enum Llama {
-    Bench(LlamaBench),
-    Batched(LlamaBatched),
-}
-
-impl Llama {
-    /// Decode of `tokens` tokens after `depth` cached ones (and, with `prompt`, the
-    /// prompt speed of `depth` tokens).
-    pub fn measure(&mut self, depth: usize, tokens: usize, prompt: bool) -> Result<LlamaRun> {
-        match self {
-            Llama::Bench(l) => {
-                let decode = l.decode(depth, tokens)?;
-                let prompt = match depth > 0 && prompt {
-                    true => Some(l.prompt(depth)?),
-                    false => None,
-                };
-                Ok(LlamaRun {
-                    decode,
-                    prompt,
-                    kv_cells: None,
-                })
-            }
-            Llama::Batched(l) => {
-                let mut run = l.run(depth, tokens)?;
-                if !prompt {
-                    run.prompt = None;
-                }
-                Ok(run)
-            }
-        }
-    }
-
-    pub fn threads(&self) -> usize {
-        match self {
-            Llama::Bench(l) => l.threads,
-            Llama::Batched(l) => l.threads,
-        }
-    }
-
-    pub fn kv_dtype(&self) -> &str {
-        match self {
-            Llama::Bench(l) => &l.kv_dtype,
-            Llama::Batched(l) => &l.kv_dtype,
-        }
-    }
-
-    /// llama.cpp's build, once seen.
-    pub fn build(&self) -> Option<&str> {
-        match self {
-            Llama::Bench(l) => l.build.as_deref(),
-            Llama::Batched(l) => l.build.as_deref(),
-        }
-    }
-
-    /// Sequences llama.cpp decodes at once.
-    pub fn sequences(&self) -> usize {
-        match self {
-            Llama::Bench(_) => 1,
-            Llama::Batched(l) => l.sequences,
-        }
-    }
-}
-
-/// A `llama-batched-bench` binary and what it runs.
-pub struct LlamaBatched {
+/// llama.cpp's side of `rkv bench decode`: a `llama-bench` binary (one sequence), or a
+/// `llama-batched-bench` one (`sequences` at once), and what it runs.
+pub struct Llama {
     pub binary: PathBuf,
     pub model: PathBuf,
     pub threads: usize,
     pub kv_dtype: String,
-    pub sequences: usize,
+    /// `None`: `llama-bench`; `Some(n)`: `llama-batched-bench` with `n` sequences.
+    batched: Option<usize>,
+    /// llama.cpp's commit, once seen.
     pub build: Option<String>,
 }
 
-impl LlamaBatched {
-    /// Checks that `binary` runs (`--help`) before any measurement.
+impl Llama {
+    /// `llama-bench` (`batched: None`) or `llama-batched-bench` decoding `batched`
+    /// sequences at once; checks that `binary` runs (`--help`) before any measurement.
     pub fn new(
         binary: &Path,
         model: &Path,
         threads: usize,
         kv_dtype: &str,
-        sequences: usize,
+        batched: Option<usize>,
     ) -> Result<Self> {
-        check_runs(binary, "llama-batched-bench")?;
-        // `--version` names the commit (the benchmark's own output does not).
-        let version = Command::new(binary).arg("--version").output().ok();
-        let build = version.and_then(|v| {
-            let text = [v.stdout, v.stderr].concat();
-            version_commit(&String::from_utf8_lossy(&text))
+        check_runs(binary, tool(batched))?;
+        // llama-bench's JSON names its commit; llama-batched-bench's output does not, its
+        // `--version` does.
+        let build = batched.and_then(|_| {
+            let v = Command::new(binary).arg("--version").output().ok()?;
+            version_commit(&String::from_utf8_lossy(&[v.stdout, v.stderr].concat()))
         });
         Ok(Self {
             binary: binary.to_path_buf(),
             model: model.to_path_buf(),
             threads,
             kv_dtype: kv_dtype.to_string(),
-            sequences,
+            batched,
             build,
         })
     }
 
-    /// `sequences` sequences decoding `tokens` tokens each after a shared prompt of
-    /// `depth` tokens (at least one).
-    pub fn run(&mut self, depth: usize, tokens: usize) -> Result<LlamaRun> {
+    /// Sequences llama.cpp decodes at once.
+    pub fn sequences(&self) -> usize {
+        self.batched.unwrap_or(1)
+    }
+
+    /// Decode of `tokens` tokens after `depth` cached ones (and, with `prompt`, the
+    /// prompt speed of `depth` tokens).
+    pub fn measure(&mut self, depth: usize, tokens: usize, prompt: bool) -> Result<LlamaRun> {
+        if let Some(n) = self.batched {
+            let mut run = self.batched_run(depth, tokens, n)?;
+            run.prompt = run.prompt.filter(|_| prompt);
+            return Ok(run);
+        }
+        let decode = self.bench(&[
+            "-p",
+            "0",
+            "-n",
+            &tokens.to_string(),
+            "-d",
+            &depth.to_string(),
+        ])?;
+        let prompt = match depth > 0 && prompt {
+            true => Some(self.bench(&["-p", &depth.to_string(), "-n", "0", "-d", "0"])?),
+            false => None,
+        };
+        Ok(LlamaRun {
+            decode,
+            prompt,
+            kv_cells: None,
+        })
+    }
+
+    /// One `llama-bench -r 1` test: its tokens per second.
+    fn bench(&mut self, test: &[&str]) -> Result<f64> {
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("-m")
+            .arg(&self.model)
+            .args(["-t", &self.threads.to_string(), "-r", "1", "-fa", "0"])
+            .args(["-ctk", &self.kv_dtype, "-ctv", &self.kv_dtype, "-o", "json"])
+            .args(test);
+        let (ts, build) = parse(&self.output(&mut cmd)?)?;
+        self.build = self.build.take().or(build);
+        Ok(ts)
+    }
+
+    /// `n` sequences decoding `tokens` tokens each after a shared prompt of `depth`
+    /// tokens (at least one).
+    fn batched_run(&self, depth: usize, tokens: usize, n: usize) -> Result<LlamaRun> {
         let depth = depth.max(1);
         // Each sequence's cache holds the prompt and its tokens.
-        let ctx = self.sequences * (depth + tokens + 256);
+        let ctx = n * (depth + tokens + 256);
         let mut cmd = Command::new(&self.binary);
         cmd.arg("-m")
             .arg(&self.model)
@@ -209,22 +127,34 @@ impl LlamaBatched {
             .args(["-ctk", &self.kv_dtype, "-ctv", &self.kv_dtype])
             .args(["-c", &ctx.to_string(), "-b", "2048", "-ub", "512"])
             .args(["-npp", &depth.to_string(), "-ntg", &tokens.to_string()])
-            .args(["-npl", &self.sequences.to_string(), "-pps"])
+            .args(["-npl", &n.to_string(), "-pps"])
             .args(["--output-format", "jsonl"]);
+        parse_batched(&String::from_utf8_lossy(&self.output(&mut cmd)?))
+    }
+
+    /// The standard output of `cmd`, or an error with the last line it wrote to stderr.
+    fn output(&self, cmd: &mut Command) -> Result<Vec<u8>> {
         let out = cmd
             .output()
             .with_context(|| format!("cannot run {}", self.binary.display()))?;
         if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
             bail!(
-                "llama-batched-bench failed ({}): {}",
+                "{} failed ({}): {}",
+                tool(self.batched),
                 out.status,
-                String::from_utf8_lossy(&out.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or("")
+                stderr.lines().last().unwrap_or("")
             );
         }
-        parse_batched(&String::from_utf8_lossy(&out.stdout))
+        Ok(out.stdout)
+    }
+}
+
+/// The llama.cpp tool's name.
+fn tool(batched: Option<usize>) -> &'static str {
+    match batched {
+        None => "llama-bench",
+        Some(_) => "llama-batched-bench",
     }
 }
 
@@ -319,11 +249,12 @@ mod tests {
 
     #[test]
     fn a_missing_binary_is_an_error_before_measuring() {
-        let e = LlamaBench::new(
+        let e = Llama::new(
             Path::new("/nonexistent/llama-bench"),
             Path::new("m"),
             2,
             "f16",
+            None,
         )
         .err()
         .expect("refused");

@@ -61,8 +61,8 @@ impl EngineConfig {
     }
 
     /// Blocks a request of `n` samples of `req` under `comp` can hold at once with this
-    /// configuration: what it reserves when it reserves, else every sample's whole length
-    /// (a pool of that many blocks runs it without preemption).
+    /// configuration ([`RequestLimits::request_blocks`]: for FullKV every sample's whole
+    /// length), so a pool of that many blocks runs it without preemption.
     pub fn request_blocks(
         &self,
         req: &GenerationRequest,
@@ -77,11 +77,7 @@ impl EngineConfig {
             max_num_seqs: n,
             admission: self.admission,
         };
-        if limits.reserves(comp) {
-            limits.request_blocks(req, comp, n)
-        } else {
-            limits.blocks_needed(req, comp).saturating_mul(n)
-        }
+        limits.request_blocks(req, comp, n)
     }
 }
 

@@ -88,8 +88,9 @@ impl RequestLimits {
 
     /// Blocks a reserving request of `n` samples reserves on admission: the first sample's
     /// prompt appended whole (before its first compression), or every sample's share
-    /// after the fork ([`Self::sample_blocks`]), whichever is more. A prompt longer than
-    /// `B + b` is held once, not once per sample.
+    /// after the fork ([`Self::sample_blocks`]), whichever is more (for FullKV, every
+    /// sample's whole length). A prompt longer than `B + b` is held once, not once per
+    /// sample.
     pub fn request_blocks(
         &self,
         req: &GenerationRequest,

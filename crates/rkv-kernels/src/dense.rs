@@ -16,7 +16,8 @@
 
 use rayon::prelude::*;
 
-use crate::error::{check_len, check_multiple, KernelError};
+use crate::error::KernelError;
+use crate::matmul::check_shapes;
 
 /// Weight rows kept hot while the tokens stream past them.
 pub const TILE_ROWS: usize = 16;
@@ -185,13 +186,10 @@ fn rows_all_tokens<W: DenseElem>(
     }
 }
 
-/// Rows per parallel task: about 4 tasks per thread, a multiple of [`TILE_ROWS`] unless
-/// the matrix is smaller.
+/// Rows per parallel task: about 4 tasks per thread, at least [`TILE_ROWS`].
 fn chunk_rows(rows: usize) -> usize {
     let tasks = 4 * rayon::current_num_threads().max(1);
-    rows.div_ceil(tasks)
-        .next_multiple_of(ROWS_ONE)
-        .max(TILE_ROWS)
+    rows.div_ceil(tasks).max(TILE_ROWS)
 }
 
 /// Dense weights `[rows, k]` times f32 activations `[n, k]` into `out[n, rows]`.
@@ -202,15 +200,8 @@ fn matmul_dense<W: DenseElem>(
     n: usize,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    let product = |what, a: usize, b: usize| a.checked_mul(b).ok_or(KernelError::Overflow { what });
-    check_len("matmul out", product("matmul out", n, rows)?, out.len())?;
-    if rows == 0 {
-        return check_len("matmul w (rows = 0)", 0, w.len());
-    }
-    check_multiple("matmul w", w.len(), rows)?;
-    let k = w.len() / rows;
-    check_len("matmul x", product("matmul x", n, k)?, x.len())?;
-    if n == 0 {
+    let k = check_shapes(w.len(), rows, x.len(), n, out.len())?;
+    if rows == 0 || n == 0 {
         return Ok(());
     }
     let chunk = chunk_rows(rows);

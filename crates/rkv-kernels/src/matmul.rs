@@ -92,8 +92,9 @@ fn rows_dot<K: Kernel>(w: &[K::W], x: &[K::X], out: &mut [f32]) {
     }
 }
 
-/// Shape checks shared by all matmuls; returns `k` (blocks/elements per row).
-fn check_shapes(
+/// Shape checks shared by all matmuls (and `dense.rs`'s); returns `k` (blocks/elements
+/// per row).
+pub(crate) fn check_shapes(
     w: usize,
     rows: usize,
     x: usize,
