@@ -4,7 +4,8 @@
 # default model requantised to Q4_K_M by `rkv quantize` (decode at depths 0, 512 and 4096,
 # prompts of 512 and 4096 tokens), and a random-weight file of R1-Distill-Qwen-1.5B's
 # shapes in Q4_K_M (`rkv bench model`; decode at depths 0 and 512, a prompt of 512).
-# Writes bench/results/llamacpp_side_by_side.jsonl and re-renders BENCHMARKS.md; about 10
+# Writes bench/results/llamacpp_side_by_side.jsonl (.avx512.jsonl on an
+# AVX-512 machine: scripts/results_path.sh) and re-renders BENCHMARKS.md; about 10
 # minutes on 2 cores.
 #
 # LLAMA_BENCH: llama.cpp's llama-bench (BENCHMARKS.md, "Building llama.cpp here").
@@ -20,7 +21,7 @@ mkdir -p "$WORK"
 [ -f "$WORK/default-q4_k_m.gguf" ] || "$RKV" quantize "$MODEL" "$WORK/default-q4_k_m.gguf" --type q4_k_m >&2
 [ -f "$WORK/r1-qwen-1.5b-q4_k_m.gguf" ] ||
   "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$WORK/r1-qwen-1.5b-q4_k_m.gguf" >&2
-out=bench/results/llamacpp_side_by_side.jsonl
+out=$(scripts/results_path.sh llamacpp_side_by_side)
 tmp=$(mktemp)
 {
   python3 scripts/bench_header.py "rkv bench decode --threads 2 --model FILE --depths D --tokens T --repeat R --llama-bench LLAMA_BENCH --json"

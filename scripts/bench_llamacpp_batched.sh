@@ -7,7 +7,8 @@
 # reserves; llama.cpp (`llama-batched-bench -pps`) decodes the same prompt copied into
 # each sequence's own cache. Two rows: the same batch (8 and 8), and about the same KV
 # memory (rkv's 7 sequences of budget + buffer slots against llama.cpp's one sequence of
-# 8128). Writes bench/results/llamacpp_batched.jsonl and re-renders BENCHMARKS.md. Every
+# 8128). Writes bench/results/llamacpp_batched.jsonl (.avx512.jsonl on an AVX-512
+# machine) and re-renders BENCHMARKS.md. Every
 # repeat prefills 8000 tokens once in each engine: about 30 minutes on 2 cores with
 # REPEAT=2.
 #
@@ -25,7 +26,7 @@ WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$WORK"
 FILE="$WORK/r1-qwen-1.5b-q4_k_m.gguf"
 [ -f "$FILE" ] || "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$FILE" >&2
-out=bench/results/llamacpp_batched.jsonl
+out=$(scripts/results_path.sh llamacpp_batched)
 args=(--threads 2 --model "$FILE" --kv-policy rkv --kv-budget 1024 --depths 8000
       --tokens 128 --repeat "$REPEAT" --llama-batched-bench "$LLAMA_BATCHED_BENCH" --json)
 tmp=$(mktemp)

@@ -3,7 +3,8 @@
 # (`rkv bench decode --llama-bench`, the two alternating repeat by repeat): the default
 # model written as F16 and as BF16 by `rkv quantize` (every matrix in that type, as
 # `llama-quantize … F16` writes it); decode at depths 0 and 512 and a prompt of 512
-# tokens. Writes bench/results/llamacpp_dense.jsonl and re-renders BENCHMARKS.md; about
+# tokens. Writes bench/results/llamacpp_dense.jsonl (.avx512.jsonl on an AVX-512
+# machine) and re-renders BENCHMARKS.md; about
 # 5 minutes on 2 cores.
 #
 # LLAMA_BENCH: llama.cpp's llama-bench (BENCHMARKS.md, "Building llama.cpp here").
@@ -16,7 +17,7 @@ RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
 MODEL=$("$RKV" fetch | tail -1)
 WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$WORK"
-out=bench/results/llamacpp_dense.jsonl
+out=$(scripts/results_path.sh llamacpp_dense)
 tmp=$(mktemp)
 {
   python3 scripts/bench_header.py "rkv bench decode --threads 2 --model FILE --depths 0,512 --tokens 64 --repeat 3 --llama-bench LLAMA_BENCH --json"

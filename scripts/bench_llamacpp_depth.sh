@@ -4,7 +4,7 @@
 # alternating repeat by repeat): both engines with the whole cache at depth 4096, and rkv
 # under R-KV at budget 1024 against llama.cpp's whole cache at depth 8000 (what a
 # compressed cache buys on a long reasoning trace). Writes
-# bench/results/llamacpp_depth.jsonl and re-renders BENCHMARKS.md. Every repeat prefills
+# bench/results/llamacpp_depth.jsonl (.avx512.jsonl on an AVX-512 machine) and re-renders BENCHMARKS.md. Every repeat prefills
 # the depth once in rkv and once in llama.cpp (twice for the full-cache row, whose prompt
 # speed is compared too): about 80 minutes on 2 cores with REPEAT=2.
 #
@@ -21,7 +21,7 @@ WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$WORK"
 FILE="$WORK/r1-qwen-1.5b-q4_k_m.gguf"
 [ -f "$FILE" ] || "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$FILE" >&2
-out=bench/results/llamacpp_depth.jsonl
+out=$(scripts/results_path.sh llamacpp_depth)
 tmp=$(mktemp)
 {
   python3 scripts/bench_header.py "rkv bench decode --threads 2 --model FILE [--kv-policy rkv --kv-budget 1024] --depths D --tokens 32 --repeat R --llama-bench LLAMA_BENCH --json"

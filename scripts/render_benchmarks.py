@@ -398,18 +398,34 @@ def llamacpp_section():
     """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh),
     llamacpp_depth.jsonl (scripts/bench_llamacpp_depth.sh), llamacpp_batched.jsonl
     (scripts/bench_llamacpp_batched.sh) and llamacpp_dense.jsonl
-    (scripts/bench_llamacpp_dense.sh)."""
-    out = llamacpp_table("llamacpp_side_by_side.jsonl", "## rkv against llama.cpp on Q4_K_M files",
+    (scripts/bench_llamacpp_dense.sh): the AVX2 machine's files, then the AVX-512
+    machine's (`NAME.avx512.jsonl`, scripts/results_path.sh) under their own heading."""
+    out = []
+    for kind in ("", ".avx512"):
+        part = llamacpp_tables(kind)
+        if part and kind:
+            part = ["## rkv against llama.cpp on an AVX-512 machine", "",
+                    "The same scripts on a machine with AVX-512 (and VNNI), where both engines take their "
+                    "AVX-512 paths; each table names its machine.", ""] + \
+                   ["#" + l if l.startswith("#") else l for l in part]
+        out += part
+    return (out + [""] if out else []) + BUILD_LLAMACPP
+
+
+def llamacpp_tables(kind):
+    """The four side-by-side tables of one kind of machine ([] where none was measured)."""
+    out = llamacpp_table(f"llamacpp_side_by_side{kind}.jsonl", "## rkv against llama.cpp on Q4_K_M files",
                          "`scripts/bench_llamacpp.sh`")
-    out += llamacpp_table("llamacpp_depth.jsonl", "### The 1.5B shape at depth, and R-KV against llama.cpp's full cache",
+    out += llamacpp_table(f"llamacpp_depth{kind}.jsonl",
+                          "### The 1.5B shape at depth, and R-KV against llama.cpp's full cache",
                           "`scripts/bench_llamacpp_depth.sh`")
-    out += llamacpp_batched_table()
-    out += llamacpp_table("llamacpp_dense.jsonl", "### Dense 16-bit weights: the default model as F16 and BF16",
+    out += llamacpp_batched_table(f"llamacpp_batched{kind}.jsonl")
+    out += llamacpp_table(f"llamacpp_dense{kind}.jsonl", "### Dense 16-bit weights: the default model as F16 and BF16",
                           "`scripts/bench_llamacpp_dense.sh`",
                           "`default-f16.gguf` and `default-bf16.gguf` are the default model written by `rkv quantize "
                           "--type f16` and `--type bf16` (every matrix in that type); rkv holds them as stored and runs "
                           "its blocked dense product (`crates/rkv-kernels/src/dense.rs`).")
-    return (out + [""] if out else []) + BUILD_LLAMACPP
+    return out
 
 
 def llamacpp_table(name, title, script, note=""):
@@ -452,10 +468,11 @@ def mib(b):
     return f"{b / (1 << 20):.0f}"
 
 
-def llamacpp_batched_table():
-    """bench/results/llamacpp_batched.jsonl (scripts/bench_llamacpp_batched.sh) as a table
-    ([] when absent): each invocation's rkv row, then its llama.cpp row."""
-    head, rows = read_results("llamacpp_batched.jsonl")
+def llamacpp_batched_table(name):
+    """bench/results/llamacpp_batched.jsonl (scripts/bench_llamacpp_batched.sh), or its
+    AVX-512 twin `name`, as a table ([] when absent): each invocation's rkv row, then its
+    llama.cpp row."""
+    head, rows = read_results(name)
     pairs = [(o, t) for o, t in zip(rows, rows[1:])
              if o.get("bench") == "decode" and t.get("bench") == "decode_llamacpp"]
     if not pairs:
