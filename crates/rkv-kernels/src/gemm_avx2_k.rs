@@ -33,7 +33,7 @@ use crate::packed_q6_k::{chunk_at, BlockQ6_Kx8};
 /// The first eight bytes of `bytes` (one per row) in the low half of a register.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn load8<B: Copy>(bytes: &[B]) -> __m128i {
+pub(crate) fn load8<B: Copy>(bytes: &[B]) -> __m128i {
     assert!(bytes.len() >= 8 && std::mem::size_of::<B>() == 1);
     // SAFETY: 8 readable bytes (asserted); unaligned 64-bit load.
     unsafe { _mm_loadl_epi64(bytes.as_ptr() as *const __m128i) }
@@ -50,28 +50,28 @@ fn repeat_pairs(v: __m128i) -> __m256i {
 /// Eight unsigned bytes (one per row) widened and each repeated twice.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn per_row_pairs(bytes: &[u8]) -> __m256i {
+pub(crate) fn per_row_pairs(bytes: &[u8]) -> __m256i {
     repeat_pairs(_mm_cvtepu8_epi16(load8(bytes)))
 }
 
 /// Eight signed bytes (one per row) widened and each repeated twice.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn per_row_pairs_i8(bytes: &[i8]) -> __m256i {
+pub(crate) fn per_row_pairs_i8(bytes: &[i8]) -> __m256i {
     repeat_pairs(_mm_cvtepi8_epi16(load8(bytes)))
 }
 
 /// Two sub-blocks' eight unsigned bytes interleaved per row and widened: `[a0 b0 a1 b1 ..]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn row_pairs_of_two(a: &[u8], b: &[u8]) -> __m256i {
+pub(crate) fn row_pairs_of_two(a: &[u8], b: &[u8]) -> __m256i {
     _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(load8(a), load8(b)))
 }
 
 /// Two sub-blocks' eight signed bytes interleaved per row and widened.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn row_pairs_of_two_i8(a: &[i8], b: &[i8]) -> __m256i {
+pub(crate) fn row_pairs_of_two_i8(a: &[i8], b: &[i8]) -> __m256i {
     _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(load8(a), load8(b)))
 }
 
@@ -81,7 +81,7 @@ fn row_pairs_of_two_i8(a: &[i8], b: &[i8]) -> __m256i {
 /// activation's `bsums` over those sub-blocks.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn add_scaled_with_mins(
+pub(crate) fn add_scaled_with_mins(
     acc: __m256,
     d8: __m256,
     m8: __m256,
@@ -105,7 +105,10 @@ fn add_scaled_with_mins(
 /// The eight rows' `d` and `dmin` as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scales_f32(d: &[half::f16; ROWS_X8], dmin: &[half::f16; ROWS_X8]) -> (__m256, __m256) {
+pub(crate) fn scales_f32(
+    d: &[half::f16; ROWS_X8],
+    dmin: &[half::f16; ROWS_X8],
+) -> (__m256, __m256) {
     // SAFETY: 8 f16 each (16 readable bytes); unaligned loads.
     unsafe {
         (

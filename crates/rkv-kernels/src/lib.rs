@@ -30,6 +30,8 @@ mod gemm_avx2;
 mod gemm_avx2_k;
 #[cfg(target_arch = "x86_64")]
 mod gemm_avx2_q5;
+#[cfg(target_arch = "x86_64")]
+mod gemm_avx512_k;
 pub mod gqa;
 #[cfg(target_arch = "x86_64")]
 mod gqa_avx2;

@@ -1,0 +1,253 @@
+//! AVX-512 (F, BW, VL) micro-kernels of the packed Q4_K and Q6_K products: the AVX2
+//! tiles of `gemm_avx2_k.rs` with two 32-byte chunks in each 512-bit register, so each
+//! unpacking, `maddubs` and add does the work of two.
+//!
+//! A register holds chunks `c` and `c + 1` interleaved by row: dword lane `2 r` is row
+//! `r`'s four quants of chunk `c`, lane `2 r + 1` its four of chunk `c + 1` (one `vpermd`
+//! per weight register, shared by all `T` tokens). The activation words of the two
+//! chunks are adjacent, so one 64-bit broadcast load meets every row: no shuffle per
+//! token. Scales are repeated over both of a row's lanes, and each row's two lanes are
+//! added once per block (`fold_rows`).
+//!
+//! Q4_K: each lane sums four chunks' pairs in i16 (the AVX2 tile's eight-chunk bound
+//! holds with room). Q6_K: each chunk's pairs meet the scales alone (`madd`), in i32.
+//! Integer sums are exact and the float steps are the AVX2 tiles' own helpers in the same
+//! order, so each tile is bit for bit its format's `dot_lane_ref` (and the AVX2 tile).
+//! Must not know: threads, models.
+
+// Indexing by block `b`, pair `k`, chunk `c` and token `t` keeps the chains explicit.
+#![allow(clippy::needless_range_loop)]
+
+use std::arch::x86_64::*;
+
+use crate::blocks_k::BlockQ8K;
+use crate::gemm_avx2_k::{
+    add_scaled_with_mins, load8, row_pairs_of_two, row_pairs_of_two_i8, scales_f32,
+};
+use crate::interleaved::ROWS_X8;
+use crate::packed_q4_k::BlockQ4_Kx8;
+use crate::packed_q6_k::{chunk_at, BlockQ6_Kx8};
+
+/// `vpermd` indices: row `r`'s dword of the first chunk (lanes 0-7) then of the second
+/// (lanes 8-15), for chunks side by side in one register.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn by_row_in_one() -> __m512i {
+    _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0)
+}
+
+/// `vpermt2d` indices: row `r`'s dword of the first source's chunk (its lanes 0-7), then
+/// of the second source's (its lanes 0-7).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn by_row_of_two() -> __m512i {
+    _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
+}
+
+/// The 8 bytes at `p` (the activation words of chunks `c` and `c + 1`) in every 64-bit
+/// lane: `[y_c y_c1]` against each row's interleaved pair of chunks.
+///
+/// # Safety
+/// `p` must point to 8 readable bytes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn word_pair(p: *const i8) -> __m512i {
+    // SAFETY: 8 readable bytes (the caller's contract); unaligned load.
+    _mm512_set1_epi64(unsafe { (p as *const i64).read_unaligned() })
+}
+
+/// Eight per-row values (widened to i32) as i16 pairs `(s, s)`, each row's pair in both
+/// of the row's dword lanes: the `madd` operand of interleaved chunks.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn rows_x4(x: __m256i) -> __m512i {
+    let pair = _mm256_or_si256(
+        _mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)),
+        _mm256_slli_epi32::<16>(x),
+    );
+    let idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    _mm512_permutexvar_epi32(idx, _mm512_castsi256_si512(pair))
+}
+
+/// Each row's two dword lanes added (exact i32), the eight rows in order.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn fold_rows(x: __m512i) -> __m256i {
+    _mm512_cvtepi64_epi32(_mm512_add_epi32(x, _mm512_srli_epi64::<32>(x)))
+}
+
+/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q4_k.rs`.
+///
+/// # Panics
+/// If some `ys[t].len() != w.len()`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(crate) fn q4_kx8_tile<const T: usize>(
+    w: &[BlockQ4_Kx8],
+    ys: &[&[BlockQ8K]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    let nb = w.len();
+    for y in ys {
+        assert_eq!(y.len(), nb, "q4_kx8 tile: block counts differ");
+    }
+    let mask = _mm512_set1_epi8(0x0F);
+    let by_row = by_row_in_one();
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        let wb = &w[b];
+        let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
+        let mins: [__m256i; 4] =
+            std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
+        let mut isum = [_mm512_setzero_si512(); T];
+        for k in 0..4 {
+            let sc_lo = rows_x4(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k..])));
+            let sc_hi = rows_x4(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k + 8..])));
+            let mut plo = [_mm512_setzero_si512(); T];
+            let mut phi = [_mm512_setzero_si512(); T];
+            for c in (0..8).step_by(2) {
+                // SAFETY: 256 k + 32 c + 64 <= 1024 == qs.len(); unaligned load.
+                let raw = unsafe {
+                    _mm512_loadu_si512(wb.qs.as_ptr().add(256 * k + 32 * c) as *const __m512i)
+                };
+                let raw = _mm512_permutexvar_epi32(by_row, raw);
+                let lo = _mm512_and_si512(raw, mask);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), mask);
+                for t in 0..T {
+                    // SAFETY: b < ys[t].len() (asserted); 64 k + 32 + 4 c + 8 <= 256.
+                    let (ylo, yhi) = unsafe {
+                        let q = ys[t].get_unchecked(b).qs.as_ptr();
+                        (
+                            word_pair(q.add(64 * k + 4 * c)),
+                            word_pair(q.add(64 * k + 32 + 4 * c)),
+                        )
+                    };
+                    plo[t] = _mm512_add_epi16(plo[t], _mm512_maddubs_epi16(lo, ylo));
+                    phi[t] = _mm512_add_epi16(phi[t], _mm512_maddubs_epi16(hi, yhi));
+                }
+            }
+            for t in 0..T {
+                let s = _mm512_add_epi32(
+                    _mm512_madd_epi16(plo[t], sc_lo),
+                    _mm512_madd_epi16(phi[t], sc_hi),
+                );
+                isum[t] = _mm512_add_epi32(isum[t], s);
+            }
+        }
+        for t in 0..T {
+            // SAFETY: b < ys[t].len() (asserted above).
+            let yb = unsafe { ys[t].get_unchecked(b) };
+            acc[t] = add_scaled_with_mins(acc[t], d8, m8, &mins, fold_rows(isum[t]), yb);
+        }
+    }
+    for t in 0..T {
+        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
+        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
+/// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q6_k.rs`.
+///
+/// # Panics
+/// If some `ys[t].len() != w.len()`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(crate) fn q6_kx8_tile<const T: usize>(
+    w: &[BlockQ6_Kx8],
+    ys: &[&[BlockQ8K]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    let nb = w.len();
+    for y in ys {
+        assert_eq!(y.len(), nb, "q6_kx8 tile: block counts differ");
+    }
+    let m4 = _mm512_set1_epi8(0x0F);
+    let m2 = _mm512_set1_epi8(0x03);
+    let by_row = by_row_of_two();
+    // The six-bit quants of the two adjacent 96-byte chunks at `at`, interleaved by row,
+    // part by part.
+    let six_bits = |wb: &BlockQ6_Kx8, at: usize| -> [__m512i; 4] {
+        // SAFETY: at + 192 <= Q_BYTES == q.len() (at is an even chunk's start); unaligned
+        // loads.
+        let (l0, l1, h) = unsafe {
+            let p = wb.q.as_ptr().add(at);
+            let two = |o: usize| {
+                _mm512_permutex2var_epi32(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(p.add(o) as *const __m256i)),
+                    by_row,
+                    _mm512_castsi256_si512(_mm256_loadu_si256(p.add(96 + o) as *const __m256i)),
+                )
+            };
+            (two(0), two(32), two(64))
+        };
+        let high = |bits: __m512i| _mm512_slli_epi16::<4>(_mm512_and_si512(bits, m2));
+        [
+            _mm512_or_si512(_mm512_and_si512(l0, m4), high(h)),
+            _mm512_or_si512(_mm512_and_si512(l1, m4), high(_mm512_srli_epi16::<2>(h))),
+            _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16::<4>(l0), m4),
+                high(_mm512_srli_epi16::<4>(h)),
+            ),
+            _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16::<4>(l1), m4),
+                high(_mm512_srli_epi16::<6>(h)),
+            ),
+        ]
+    };
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        let wb = &w[b];
+        // SAFETY: `d` is 8 f16 (16 readable bytes); unaligned load.
+        let d8 = unsafe { _mm256_cvtph_ps(_mm_loadu_si128(wb.d.as_ptr() as *const __m128i)) };
+        let mut isum = [_mm512_setzero_si512(); T];
+        for n in 0..2 {
+            for g in 0..2 {
+                // Chunks 4 g .. 4 g + 4 of part p lie in sub-block 8 n + 2 p + g.
+                let sc: [__m512i; 4] = std::array::from_fn(|p| {
+                    rows_x4(_mm256_cvtepi8_epi32(load8(
+                        &wb.sc[8 * (8 * n + 2 * p + g)..],
+                    )))
+                });
+                for c in (4 * g..4 * g + 4).step_by(2) {
+                    let q = six_bits(wb, chunk_at(n, c));
+                    for t in 0..T {
+                        for p in 0..4 {
+                            // SAFETY: b < ys[t].len() (asserted); 128 n + 32 p + 4 c + 8
+                            // <= 256.
+                            let y = unsafe {
+                                word_pair(
+                                    ys[t]
+                                        .get_unchecked(b)
+                                        .qs
+                                        .as_ptr()
+                                        .add(128 * n + 32 * p + 4 * c),
+                                )
+                            };
+                            let pairs = _mm512_maddubs_epi16(q[p], y);
+                            isum[t] = _mm512_add_epi32(isum[t], _mm512_madd_epi16(pairs, sc[p]));
+                        }
+                    }
+                }
+            }
+        }
+        let scales: [__m256i; 8] =
+            std::array::from_fn(|p| row_pairs_of_two_i8(&wb.sc[16 * p..], &wb.sc[16 * p + 8..]));
+        for t in 0..T {
+            // SAFETY: b < ys[t].len() (asserted above).
+            let yb = unsafe { ys[t].get_unchecked(b) };
+            let mut osum = _mm256_setzero_si256();
+            for p in 0..8 {
+                let (s0, s1) = (yb.bsums[2 * p] as i32, yb.bsums[2 * p + 1] as i32);
+                let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
+                osum = _mm256_add_epi32(osum, _mm256_madd_epi16(scales[p], pair));
+            }
+            let total = _mm256_sub_epi32(fold_rows(isum[t]), _mm256_slli_epi32(osum, 5));
+            let dy = _mm256_set1_ps(yb.d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(total), acc[t]);
+        }
+    }
+    for t in 0..T {
+        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
+        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
