@@ -2,7 +2,8 @@
 //! f16, bf16) and f32 activations: `w` is `[rows, k]`, `x` is `[n, k]`, `out` is `[n,
 //! rows]`. Parallel over chunks of rows with rayon; within a chunk, tiles of
 //! [`TILE_ROWS`] rows stay in cache while the tokens go past them three at a time, and
-//! each SIMD tile (`dense_avx2.rs`) widens a weight chunk once for three tokens and loads
+//! each SIMD tile (`dense_avx2.rs`; `dense_avx512.rs`, two chunks per register, where the
+//! CPU has AVX-512) widens a weight chunk once for three tokens and loads
 //! an activation chunk once for two rows: a prompt chunk or a batch of sequences costs
 //! far less per token than one row dot product after another.
 //!
@@ -59,6 +60,11 @@ macro_rules! dense_elem {
                 k: usize,
                 out: &mut [[f32; R]; T],
             ) {
+                #[cfg(target_arch = "x86_64")]
+                if crate::simd::avx512() {
+                    // SAFETY: the CPU has AVX-512 F, BW and VL (checked above).
+                    return unsafe { crate::dense_avx512::tile::<$t, R, T>(w, x, k, out) };
+                }
                 #[cfg(target_arch = "x86_64")]
                 if crate::simd::avx2() {
                     // SAFETY: the CPU has AVX2, FMA and F16C (checked above).

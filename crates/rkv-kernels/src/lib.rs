@@ -19,6 +19,8 @@ pub mod build_info;
 pub mod dense;
 #[cfg(target_arch = "x86_64")]
 mod dense_avx2;
+#[cfg(target_arch = "x86_64")]
+mod dense_avx512;
 pub mod dot;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx2;
