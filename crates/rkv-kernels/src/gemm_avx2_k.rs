@@ -102,6 +102,30 @@ pub(crate) fn add_scaled_with_mins(
     _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(msum), acc)
 }
 
+/// One Q6_K super-block's contribution to the eight rows' outputs:
+/// `acc = fma(d * d_y, isum - 32 * osum, acc)`, where `osum` pairs each row's scales
+/// (`scales[p]`: sub-blocks `2 p`, `2 p + 1`) with the activation's `bsums` (the `- 32`
+/// offset of the six-bit quants).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn add_q6_block(
+    acc: __m256,
+    d8: __m256,
+    scales: &[__m256i; 8],
+    isum: __m256i,
+    yb: &BlockQ8K,
+) -> __m256 {
+    let mut osum = _mm256_setzero_si256();
+    for p in 0..8 {
+        let (s0, s1) = (yb.bsums[2 * p] as i32, yb.bsums[2 * p + 1] as i32);
+        let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
+        osum = _mm256_add_epi32(osum, _mm256_madd_epi16(scales[p], pair));
+    }
+    let total = _mm256_sub_epi32(isum, _mm256_slli_epi32(osum, 5));
+    let dy = _mm256_set1_ps(yb.d);
+    _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(total), acc)
+}
+
 /// The eight rows' `d` and `dmin` as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -277,15 +301,7 @@ pub(crate) fn q6_kx8_tile<const T: usize>(
         for t in 0..T {
             // SAFETY: b < ys[t].len() (asserted above).
             let yb = unsafe { ys[t].get_unchecked(b) };
-            let mut osum = _mm256_setzero_si256();
-            for p in 0..8 {
-                let (s0, s1) = (yb.bsums[2 * p] as i32, yb.bsums[2 * p + 1] as i32);
-                let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
-                osum = _mm256_add_epi32(osum, _mm256_madd_epi16(scales[p], pair));
-            }
-            let total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(osum, 5));
-            let dy = _mm256_set1_ps(yb.d);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(total), acc[t]);
+            acc[t] = add_q6_block(acc[t], d8, &scales, isum[t], yb);
         }
     }
     for t in 0..T {

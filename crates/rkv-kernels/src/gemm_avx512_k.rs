@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 
 use crate::blocks_k::BlockQ8K;
 use crate::gemm_avx2_k::{
-    add_scaled_with_mins, load8, row_pairs_of_two, row_pairs_of_two_i8, scales_f32,
+    add_q6_block, add_scaled_with_mins, load8, row_pairs_of_two, row_pairs_of_two_i8, scales_f32,
 };
 use crate::interleaved::ROWS_X8;
 use crate::packed_q4_k::BlockQ4_Kx8;
@@ -235,15 +235,7 @@ pub(crate) fn q6_kx8_tile<const T: usize>(
         for t in 0..T {
             // SAFETY: b < ys[t].len() (asserted above).
             let yb = unsafe { ys[t].get_unchecked(b) };
-            let mut osum = _mm256_setzero_si256();
-            for p in 0..8 {
-                let (s0, s1) = (yb.bsums[2 * p] as i32, yb.bsums[2 * p + 1] as i32);
-                let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
-                osum = _mm256_add_epi32(osum, _mm256_madd_epi16(scales[p], pair));
-            }
-            let total = _mm256_sub_epi32(fold_rows(isum[t]), _mm256_slli_epi32(osum, 5));
-            let dy = _mm256_set1_ps(yb.d);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d8, dy), _mm256_cvtepi32_ps(total), acc[t]);
+            acc[t] = add_q6_block(acc[t], d8, &scales, fold_rows(isum[t]), yb);
         }
     }
     for t in 0..T {
