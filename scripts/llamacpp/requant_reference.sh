@@ -23,8 +23,7 @@ trap 'rm -rf "$work"' EXIT
 g++ -O2 -std=c++17 -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" scripts/llamacpp/greedy.cpp \
   -L"$LLAMA_CPP/build/bin" -lllama -Wl,-rpath,"$LLAMA_CPP/build/bin" -o "$work/greedy"
 PROMPTS=crates/rkv-engine/tests/data/llamacpp_greedy.jsonl
-OUT=crates/rkv-engine/tests/data/llamacpp_requant.jsonl
-grep -qw avx512f /proc/cpuinfo && OUT=crates/rkv-engine/tests/data/llamacpp_requant.avx512.jsonl
+OUT=$(scripts/results_path.sh llamacpp_requant crates/rkv-engine/tests/data)
 MACHINE=$(lscpu | sed -n 's/^Model name: *//p')
 python3 -c '
 import json, sys

@@ -50,14 +50,14 @@ fn repeat_pairs(v: __m128i) -> __m256i {
 /// Eight unsigned bytes (one per row) widened and each repeated twice.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn per_row_pairs(bytes: &[u8]) -> __m256i {
+fn per_row_pairs(bytes: &[u8]) -> __m256i {
     repeat_pairs(_mm_cvtepu8_epi16(load8(bytes)))
 }
 
 /// Eight signed bytes (one per row) widened and each repeated twice.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn per_row_pairs_i8(bytes: &[i8]) -> __m256i {
+fn per_row_pairs_i8(bytes: &[i8]) -> __m256i {
     repeat_pairs(_mm_cvtepi8_epi16(load8(bytes)))
 }
 
