@@ -335,7 +335,7 @@ fn nearest_int(v: f32) -> i32 {
 ///
 /// # Errors
 /// When `x.len() % 256 != 0` or `y.len() != x.len() / 256`.
-pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelError> {
+pub fn quantize_row_q8_k_ref(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelError> {
     check_multiple("quantize q8_k input", x.len(), QK_K)?;
     check_len("quantize q8_k output blocks", x.len() / QK_K, y.len())?;
     for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK_K)) {
@@ -360,6 +360,26 @@ pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelErro
         b.d = 1.0 / iscale;
     }
     Ok(())
+}
+
+/// [`quantize_row_q8_k_ref`] on the SIMD path where the CPU has AVX2 (bit for bit the
+/// same on finite input; see `quantize_k_avx2.rs`).
+///
+/// # Errors
+/// When `x.len() % 256 != 0` or `y.len() != x.len() / 256`.
+pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelError> {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::avx2() {
+        check_multiple("quantize q8_k input", x.len(), QK_K)?;
+        check_len("quantize q8_k output blocks", x.len() / QK_K, y.len())?;
+        for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK_K)) {
+            let xb: &[f32; QK_K] = xb.try_into().expect("chunks of QK_K");
+            // SAFETY: the CPU has the kernel's target features (checked above).
+            unsafe { crate::quantize_k_avx2::quantize_block(xb, b) };
+        }
+        return Ok(());
+    }
+    quantize_row_q8_k_ref(x, y)
 }
 
 /// ggml `vec_dot_q4_K_q8_K` in its portable form's exact integer sums, summed per

@@ -47,6 +47,8 @@ pub mod packed_q5_k;
 pub mod packed_q6_k;
 pub mod packed_q8_0;
 pub mod quantize;
+#[cfg(target_arch = "x86_64")]
+mod quantize_k_avx2;
 mod simd;
 
 pub use attn::{
@@ -59,8 +61,8 @@ pub use blocks::{
 };
 pub use blocks_k::{
     dequantize_row_q4_k, dequantize_row_q5_k, dequantize_row_q6_k, quantize_row_q8_k,
-    vec_dot_q4_k_q8_k_ref, vec_dot_q5_k_q8_k_ref, vec_dot_q6_k_q8_k_ref, BlockQ4K, BlockQ5K,
-    BlockQ6K, BlockQ8K, QK_K,
+    quantize_row_q8_k_ref, vec_dot_q4_k_q8_k_ref, vec_dot_q5_k_q8_k_ref, vec_dot_q6_k_q8_k_ref,
+    BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
 };
 pub use blocks_q5::{
     dequantize_row_q5_0, dequantize_row_q5_1, vec_dot_q5_0_q8_0_ref, vec_dot_q5_1_q8_1_ref,

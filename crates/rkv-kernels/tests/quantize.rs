@@ -1,5 +1,6 @@
 //! Activation quantisation: SIMD == scalar reference, ggml's x86 rounding
-//! (ties to even, `id = 127 / amax`), round trips, and the block byte layout.
+//! (ties to even, `id = 127 / amax`), round trips, and the block byte layout; Q8_K's
+//! SIMD path == `quantize_row_q8_k_ref` (ggml's `quantize_row_q8_K_ref`).
 
 mod common;
 
@@ -24,6 +25,32 @@ fn q8_1_hand_block_rounds_ties_to_even() {
     let mut z = [BlockQ8_1::default()];
     quantize_row_q8_1_ref(&x, &mut z).unwrap();
     assert_eq!(y, z);
+}
+
+#[test]
+fn q8_k_hand_block_takes_the_first_largest_and_rounds_ties_to_even() {
+    let mut x = [0.0f32; 2 * QK_K];
+    // Block 0: -127 comes before +127, so max = -127 and iscale = -127 / max = 1 (had
+    // +127 come first, iscale would be -1 and every sign would flip).
+    x[3] = -127.0;
+    x[5] = 127.0; // in the same eight lanes
+    x[200] = 127.0;
+    x[0] = 2.5;
+    x[1] = -0.5;
+    x[17] = 100.4;
+    // Block 1 stays zero.
+    let (mut a, mut b) = ([BlockQ8K::default(); 2], [BlockQ8K::default(); 2]);
+    quantize_row_q8_k(&x, &mut a).unwrap();
+    quantize_row_q8_k_ref(&x, &mut b).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(&a[0].qs[..4], &[2, 0, 0, -127]);
+    assert_eq!((a[0].qs[5], a[0].qs[17], a[0].qs[200]), (127, 100, 127));
+    assert_eq!(a[0].d, 1.0);
+    assert_eq!(a[0].bsums[0], 2 - 127 + 127);
+    assert_eq!(a[0].bsums[1], 100);
+    assert_eq!(a[1], BlockQ8K::default());
+    assert!(quantize_row_q8_k(&x[1..], &mut a).is_err());
+    assert!(quantize_row_q8_k(&x, &mut a[..1]).is_err());
 }
 
 #[test]
@@ -61,6 +88,16 @@ proptest! {
             prop_assert_eq!(p.d, q.d);
             prop_assert_eq!(p.qs, q.qs);
         }
+    }
+
+    #[test]
+    fn q8_k_simd_equals_reference(x in prop::collection::vec(-30.0f32..30.0, 1..5usize)
+        .prop_flat_map(|v| prop::collection::vec(-30.0f32..30.0, v.len() * QK_K))) {
+        let nb = x.len() / QK_K;
+        let (mut a, mut b) = (vec![BlockQ8K::default(); nb], vec![BlockQ8K::default(); nb]);
+        quantize_row_q8_k(&x, &mut a).unwrap();
+        quantize_row_q8_k_ref(&x, &mut b).unwrap();
+        prop_assert_eq!(a, b);
     }
 
     #[test]
