@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
+use rayon::prelude::*;
 
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
@@ -107,11 +108,24 @@ fn kernel_err(e: k::KernelError) -> ModelError {
 /// A row quantiser of activations into blocks `B`.
 type Quantiser<B> = fn(&[f32], &mut [B]) -> std::result::Result<(), k::KernelError>;
 
+/// Values one parallel task of [`quantize`] takes (a prompt chunk's activations are
+/// many of these; one token's are a few).
+const QUANTIZE_TASK_VALUES: usize = 16 * 1024;
+
 /// Activations `x` (rows of a multiple of `per` columns, so no block spans two rows)
-/// quantised block by block with `f`, `per` values to a block.
-fn quantize<B: Clone + Default>(x: &[f32], per: usize, f: Quantiser<B>) -> Result<Vec<B>> {
+/// quantised block by block with `f`, `per` values to a block, in parallel over runs
+/// of whole blocks (each block's result is its own, so the split changes nothing).
+fn quantize<B: Clone + Default + Send>(x: &[f32], per: usize, f: Quantiser<B>) -> Result<Vec<B>> {
     let mut q = vec![B::default(); x.len() / per];
-    f(x, &mut q).map_err(kernel_err)?;
+    let task = (QUANTIZE_TASK_VALUES / per).max(1);
+    if q.len() < 2 * task || !x.len().is_multiple_of(per) {
+        f(x, &mut q).map_err(kernel_err)?;
+    } else {
+        q.par_chunks_mut(task)
+            .zip(x.par_chunks(task * per))
+            .try_for_each(|(qc, xc)| f(xc, qc))
+            .map_err(kernel_err)?;
+    }
     Ok(q)
 }
 
@@ -126,7 +140,7 @@ fn packed<P: k::Interleaved>(
     f: Quantiser<P::Act>,
 ) -> Result<()>
 where
-    P::Act: Clone + Default,
+    P::Act: Clone + Default + Send,
 {
     let xq = quantize(x, per, f)?;
     k::matmul_packed(w, &xq, n, out).map_err(kernel_err)

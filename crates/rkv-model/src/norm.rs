@@ -1,6 +1,12 @@
 //! Elementwise building blocks: RMSNorm (Zhang & Sennrich 2019) and SiLU gating.
 //!
-//! Must not know: layers, weights formats, caches.
+//! Many rows (a prompt chunk) run in parallel on the installed rayon pool; each value is
+//! computed as it would be alone. Must not know: layers, weights formats, caches.
+
+use rayon::prelude::*;
+
+/// Values one parallel task takes; fewer run on the calling thread.
+const TASK_VALUES: usize = 16 * 1024;
 
 /// `1 / sqrt(mean(x^2) + eps)`, with squares summed in f64 as ggml does.
 fn inv_rms(x: &[f32], eps: f32) -> f32 {
@@ -12,11 +18,20 @@ fn inv_rms(x: &[f32], eps: f32) -> f32 {
 /// `out = x / sqrt(mean(x^2) + eps) * w`, row by row. `x`, `out`: [n, dim], `w`: [dim].
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let dim = w.len();
-    for (xr, or) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
+    let row = |(xr, or): (&[f32], &mut [f32])| {
         let scale = inv_rms(xr, eps);
         for ((o, &xv), &wv) in or.iter_mut().zip(xr).zip(w) {
             *o = xv * scale * wv;
         }
+    };
+    if x.len() < 2 * TASK_VALUES {
+        x.chunks_exact(dim)
+            .zip(out.chunks_exact_mut(dim))
+            .for_each(row);
+    } else {
+        x.par_chunks_exact(dim)
+            .zip(out.par_chunks_exact_mut(dim))
+            .for_each(row);
     }
 }
 
@@ -33,8 +48,17 @@ pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
 
 /// `gate = silu(gate) * up`, elementwise.
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
+    let run = |(gs, us): (&mut [f32], &[f32])| {
+        for (g, &u) in gs.iter_mut().zip(us) {
+            *g = *g / (1.0 + (-*g).exp()) * u;
+        }
+    };
+    if gate.len() < 2 * TASK_VALUES {
+        run((gate, up));
+    } else {
+        gate.par_chunks_mut(TASK_VALUES)
+            .zip(up.par_chunks(TASK_VALUES))
+            .for_each(run);
     }
 }
 
