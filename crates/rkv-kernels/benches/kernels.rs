@@ -6,6 +6,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rkv_kernels::wide::matmul_wide;
 use rkv_kernels::*;
 
 fn random_q4_1(r: &mut StdRng, n: usize) -> Vec<BlockQ4_1> {
@@ -127,7 +128,10 @@ fn bench_matmul(c: &mut Criterion) {
 type Product<'a> = &'a (dyn Fn(&[BlockQ8K], usize, &mut [f32]) + Sync);
 
 /// The packed K-quant products on the 1.5B shape's largest matrix (the output head,
-/// 151936 x 1536, about 150-240 MB: streamed from memory, not cache).
+/// 151936 x 1536, about 150-240 MB: streamed from memory, not cache), by token count:
+/// `matmul_packed` (the tiles below `wide::WIDE_MIN_TOKENS` tokens, the wide path from
+/// there where the CPU has AVX-512 VNNI) and, from 8 tokens, the wide path forced
+/// (`_wide`; its scalar kernel without VNNI), so the two routes compare at each count.
 fn bench_kquant(c: &mut Criterion) {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads())
@@ -138,22 +142,30 @@ fn bench_kquant(c: &mut Criterion) {
     g.sample_size(10);
     let (rows, cols) = (151936, 1536);
     let nb = cols / QK_K;
-    let xf = floats(&mut r, 4 * cols);
-    let mut x = vec![BlockQ8K::default(); 4 * nb];
+    let most = 64;
+    let xf = floats(&mut r, most * cols);
+    let mut x = vec![BlockQ8K::default(); most * nb];
     quantize_row_q8_k(&xf, &mut x).unwrap();
-    let mut out = vec![0.0f32; 4 * rows];
-    let mut run = |name: &str, packed: Product, bytes: usize| {
+    let mut out = vec![0.0f32; most * rows];
+    let mut run = |name: &str, packed: Product, wide: Product, bytes: usize| {
         g.throughput(Throughput::Bytes((rows * nb * bytes) as u64));
-        for n in [1usize, 4] {
+        for n in [1usize, 4, 8, 16, 64] {
             g.bench_function(BenchmarkId::new(format!("{name}_{rows}x{cols}"), n), |b| {
                 b.iter(|| pool.install(|| packed(&x[..n * nb], n, &mut out[..n * rows])))
             });
+            if n >= 8 {
+                let id = BenchmarkId::new(format!("{name}_{rows}x{cols}_wide"), n);
+                g.bench_function(id, |b| {
+                    b.iter(|| pool.install(|| wide(&x[..n * nb], n, &mut out[..n * rows])))
+                });
+            }
         }
     };
     let w = PackedQ4K::pack(&random_q4_k(&mut r, rows * nb), rows).unwrap();
     run(
         "q4_k",
         &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        &|x, n, out| matmul_wide(&w, x, n, true, out).unwrap(),
         BlockQ4K::BYTES,
     );
     drop(w);
@@ -161,6 +173,7 @@ fn bench_kquant(c: &mut Criterion) {
     run(
         "q5_k",
         &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        &|x, n, out| matmul_wide(&w, x, n, true, out).unwrap(),
         BlockQ5K::BYTES,
     );
     drop(w);
@@ -168,6 +181,7 @@ fn bench_kquant(c: &mut Criterion) {
     run(
         "q6_k",
         &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        &|x, n, out| matmul_wide(&w, x, n, true, out).unwrap(),
         BlockQ6K::BYTES,
     );
     drop(w);

@@ -83,6 +83,9 @@ pub fn matmul_packed<P: Interleaved>(
         out.fill(0.0);
         return Ok(());
     }
+    if n > 1 && P::product_many(w, x, n, out) {
+        return Ok(());
+    }
     let blocks = w.blocks();
     let groups = rows.div_ceil(ROWS_X8);
     let per_task = groups_per_task(groups);

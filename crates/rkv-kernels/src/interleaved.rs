@@ -49,6 +49,12 @@ pub trait Interleaved: Copy + Default + Send + Sync {
     fn tile<const T: usize>(w: &[Self], ys: &[&[Self::Act]; T], out: &mut [[f32; ROWS_X8]; T]) {
         tile_ref(w, ys, out)
     }
+    /// The whole product of `n` tokens (`x` `[n, nb]`, `out` `[n, rows]`, shapes checked)
+    /// by another route where the format and the CPU have one (`wide.rs`), the same
+    /// outputs bit for bit: `true` when it wrote `out`, `false` to take the tiles.
+    fn product_many(_w: &Packed<Self>, _x: &[Self::Act], _n: usize, _out: &mut [f32]) -> bool {
+        false
+    }
 }
 
 /// [`Interleaved::tile`] by [`Interleaved::dot_lane_ref`], output by output.

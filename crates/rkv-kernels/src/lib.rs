@@ -50,6 +50,9 @@ pub mod quantize;
 #[cfg(target_arch = "x86_64")]
 mod quantize_k_avx2;
 mod simd;
+pub mod wide;
+#[cfg(target_arch = "x86_64")]
+mod wide_vnni;
 
 pub use attn::{
     axpy_f16, axpy_f16_multi, axpy_f32, dot_bf16, dot_f16, dot_f16_multi, dot_f32,

@@ -20,6 +20,7 @@ use half::f16;
 use crate::blocks_k::{pack_scale_min_k4, scale_min_k4, BlockQ4K, BlockQ8K, QK_K};
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
+use crate::wide::{i16_pair, Wide, WideBlock};
 
 /// Block `b` of eight rows of Q4_K (1184 bytes, against 1152 for eight `block_q4_K`).
 ///
@@ -165,5 +166,49 @@ impl Interleaved for BlockQ4_Kx8 {
             return unsafe { crate::gemm_avx2_k::q4_kx8_tile::<T>(w, ys, out) };
         }
         crate::interleaved::tile_ref(w, ys, out)
+    }
+
+    fn product_many(w: &Packed<Self>, x: &[BlockQ8K], n: usize, out: &mut [f32]) -> bool {
+        crate::wide::product(w, x, n, out)
+    }
+}
+
+/// Scales and mins (shared with Q5_K) and `d`, `dmin` of a block into `out`; the
+/// values are the format's.
+pub(crate) fn unpack_scales_mins(
+    sc: &[u8; 64],
+    mn: &[u8; 64],
+    d: &[f16; ROWS_X8],
+    dmin: &[f16; ROWS_X8],
+    out: &mut WideBlock,
+) {
+    for j in 0..8 {
+        for r in 0..ROWS_X8 {
+            out.sc[j][r] = sc[8 * j + r] as i32;
+            let m = mn[8 * j + r] as i16;
+            out.pairs[j][r] = i16_pair(m, m);
+        }
+    }
+    out.d = d.map(f16::to_f32);
+    out.dmin = dmin.map(f16::to_f32);
+}
+
+impl Wide for BlockQ4_Kx8 {
+    const SUB: usize = 32;
+    const MINS: bool = true;
+
+    fn unpack(&self, out: &mut WideBlock) {
+        // Sub-block 2 k's values are chunk `c`'s low nibbles, 2 k + 1's its high ones.
+        for (k, pair) in self.qs.chunks_exact(256).enumerate() {
+            for (c, chunk) in pair.chunks_exact(32).enumerate() {
+                let (lo, hi) = out.q.split_at_mut(16 * k + 8);
+                let (lo, hi) = (&mut lo[16 * k + c], &mut hi[c]);
+                for i in 0..32 {
+                    lo[i] = chunk[i] & 0xF;
+                    hi[i] = chunk[i] >> 4;
+                }
+            }
+        }
+        unpack_scales_mins(&self.sc, &self.mn, &self.d, &self.dmin, out);
     }
 }

@@ -19,7 +19,10 @@ use half::f16;
 use crate::blocks_k::{BlockQ5K, BlockQ8K, QK_K};
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
-use crate::packed_q4_k::{add_lane_term, get_scales_mins, lane_sums, put_scales_mins};
+use crate::packed_q4_k::{
+    add_lane_term, get_scales_mins, lane_sums, put_scales_mins, unpack_scales_mins,
+};
+use crate::wide::{Wide, WideBlock};
 
 /// Block `b` of eight rows of Q5_K (1440 bytes, against 1408 for eight `block_q5_K`).
 ///
@@ -140,5 +143,31 @@ impl Interleaved for BlockQ5_Kx8 {
             return unsafe { crate::gemm_avx2_k::q5_kx8_tile::<T>(w, ys, out) };
         }
         crate::interleaved::tile_ref(w, ys, out)
+    }
+
+    fn product_many(w: &Packed<Self>, x: &[BlockQ8K], n: usize, out: &mut [f32]) -> bool {
+        crate::wide::product(w, x, n, out)
+    }
+}
+
+impl Wide for BlockQ5_Kx8 {
+    const SUB: usize = 32;
+    const MINS: bool = true;
+
+    fn unpack(&self, out: &mut WideBlock) {
+        for j in 0..8 {
+            for c in 0..8 {
+                let piece = |at: usize| -> &[u8; 32] {
+                    self.q[at..at + 32].try_into().expect("32-byte pieces")
+                };
+                let (qs, qh) = (piece(qs_at(j / 2, c)), piece(qh_at(c)));
+                let shift = 4 * (j as u32 % 2);
+                let line = &mut out.q[8 * j + c];
+                for i in 0..32 {
+                    line[i] = (qs[i] >> shift) & 0xF | ((qh[i] >> j) & 1) << 4;
+                }
+            }
+        }
+        unpack_scales_mins(&self.sc, &self.mn, &self.d, &self.dmin, out);
     }
 }

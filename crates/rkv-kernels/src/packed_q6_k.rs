@@ -22,6 +22,7 @@ use half::f16;
 use crate::blocks_k::{BlockQ6K, BlockQ8K, QK_K};
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
+use crate::wide::{i16_pair, Wide, WideBlock};
 
 /// Block `b` of eight rows of Q6_K (1680 bytes, as eight `block_q6_K`).
 ///
@@ -137,5 +138,53 @@ impl Interleaved for BlockQ6_Kx8 {
             return unsafe { crate::gemm_avx2_k::q6_kx8_tile::<T>(w, ys, out) };
         }
         crate::interleaved::tile_ref(w, ys, out)
+    }
+
+    fn product_many(w: &Packed<Self>, x: &[BlockQ8K], n: usize, out: &mut [f32]) -> bool {
+        crate::wide::product(w, x, n, out)
+    }
+}
+
+impl Wide for BlockQ6_Kx8 {
+    const SUB: usize = 16;
+    const MINS: bool = false;
+
+    fn unpack(&self, out: &mut WideBlock) {
+        // Chunk `c` of half `n` holds values `128 n + 32 p + 4 c .. + 4` of part `p`.
+        for n in 0..2 {
+            for c in 0..8 {
+                let at = chunk_at(n, c);
+                let piece = |o: usize| -> &[u8; 32] {
+                    self.q[at + o..at + o + 32]
+                        .try_into()
+                        .expect("32-byte pieces")
+                };
+                let (l0, l1, h) = (piece(0), piece(32), piece(64));
+                let six = |low: &[u8; 32], shift: u32, p: u32| {
+                    let mut line = [0u8; 32];
+                    for i in 0..32 {
+                        line[i] = (low[i] >> shift) & 0xF | ((h[i] >> (2 * p)) & 3) << 4;
+                    }
+                    line
+                };
+                out.q[32 * n + c] = six(l0, 0, 0);
+                out.q[32 * n + 8 + c] = six(l1, 0, 1);
+                out.q[32 * n + 16 + c] = six(l0, 4, 2);
+                out.q[32 * n + 24 + c] = six(l1, 4, 3);
+            }
+        }
+        for j in 0..16 {
+            for r in 0..ROWS_X8 {
+                out.sc[j][r] = self.sc[8 * j + r] as i32;
+            }
+        }
+        for p in 0..8 {
+            for r in 0..ROWS_X8 {
+                let (lo, hi) = (self.sc[8 * 2 * p + r], self.sc[8 * (2 * p + 1) + r]);
+                out.pairs[p][r] = i16_pair(lo as i16, hi as i16);
+            }
+        }
+        out.d = self.d.map(f16::to_f32);
+        out.dmin = [0.0; ROWS_X8];
     }
 }

@@ -68,6 +68,19 @@ pub(crate) fn avx512_vnni() -> bool {
     }
 }
 
+/// [`avx512`] with VNNI: the 512-bit `vpdpbusd` micro-kernel of `wide.rs`.
+#[inline]
+pub(crate) fn avx512_vnni_bw() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        avx512() && std::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Emits a kernel twice: `$name` with AVX2, FMA and F16C, and `$vnni` with AVX-512 VNNI
 /// and VL besides, each with a constant `VNNI` (false, true) in scope of its body for the
 /// `#[inline(always)]` helpers that take `<VNNI>` (`vpdpbusd` where true, AVX2's `maddubs`

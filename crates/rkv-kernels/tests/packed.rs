@@ -3,7 +3,8 @@
 //! repacking is lossless, the SIMD product equals its scalar reference bit for bit
 //! whatever the token count, tiling and thread count, a token's outputs do not
 //! depend on the others in its batch, and the result agrees with ggml's row dot
-//! product up to rounding.
+//! product up to rounding. The K-quants' wide path (`wide.rs`: unpacked weights, 16
+//! tokens a register), scalar and SIMD, equals the reference bit for bit too.
 
 mod common;
 
@@ -303,6 +304,54 @@ macro_rules! format_tests {
             }
         }
     };
+}
+
+/// Token counts for the wide path: one token, a narrow (at most 8) tile, a whole
+/// tile, one past it, several.
+const WIDE_TOKENS: [usize; 7] = [1, 8, 9, 15, 16, 17, 50];
+
+fn wide_path_matches_reference_bit_for_bit<P: Format + wide::Wide>(seed: u64) {
+    let mut r = rng(seed);
+    for (rows, nb) in SHAPES {
+        let p = Packed::<P>::pack(&P::weights(&mut r, rows * nb), rows).unwrap();
+        for n in WIDE_TOKENS {
+            let x = P::acts(&mut r, n * nb);
+            let mut want = vec![f32::NAN; n * rows];
+            matmul_packed_ref(&p, &x, n, &mut want).unwrap();
+            for (simd, threads) in [(false, 1), (true, 1), (true, 3)] {
+                let mut got = vec![f32::NAN; n * rows];
+                pool(threads)
+                    .install(|| wide::matmul_wide(&p, &x, n, simd, &mut got))
+                    .unwrap();
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        w.to_bits(),
+                        "{rows}x{nb}, n {n}, simd {simd}, output {i}"
+                    );
+                }
+            }
+        }
+    }
+    let x = P::acts(&mut r, 2 * 2);
+    let p = Packed::<P>::pack(&P::weights(&mut r, 16 * 2), 16).unwrap();
+    assert!(wide::matmul_wide(&p, &x, 3, true, &mut [0.0; 48]).is_err());
+    assert!(wide::matmul_wide(&p, &x, 2, true, &mut [0.0; 31]).is_err());
+}
+
+#[test]
+fn q4_k_wide_path_matches_reference_bit_for_bit() {
+    wide_path_matches_reference_bit_for_bit::<BlockQ4_Kx8>(57);
+}
+
+#[test]
+fn q5_k_wide_path_matches_reference_bit_for_bit() {
+    wide_path_matches_reference_bit_for_bit::<BlockQ5_Kx8>(77);
+}
+
+#[test]
+fn q6_k_wide_path_matches_reference_bit_for_bit() {
+    wide_path_matches_reference_bit_for_bit::<BlockQ6_Kx8>(67);
 }
 
 format_tests!(q4_1x8, BlockQ4_1x8, 31);
