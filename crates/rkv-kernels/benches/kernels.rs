@@ -129,9 +129,9 @@ type Product<'a> = &'a (dyn Fn(&[BlockQ8K], usize, &mut [f32]) + Sync);
 
 /// The packed K-quant products on the 1.5B shape's largest matrix (the output head,
 /// 151936 x 1536, about 150-240 MB: streamed from memory, not cache), by token count:
-/// `matmul_packed` (the tiles below `wide::WIDE_MIN_TOKENS` tokens, the wide path from
-/// there where the CPU has AVX-512 VNNI) and, from 8 tokens, the wide path forced
-/// (`_wide`; its scalar kernel without VNNI), so the two routes compare at each count.
+/// `matmul_packed_tiles` (the tiles) and, from 8 tokens, the wide path (`_wide`; its
+/// scalar kernel without AVX-512 VNNI), so the two routes compare at each count
+/// (`matmul_packed` takes the wide one from `wide::WIDE_MIN_TOKENS` where it has VNNI).
 fn bench_kquant(c: &mut Criterion) {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads())
@@ -164,7 +164,7 @@ fn bench_kquant(c: &mut Criterion) {
     let w = PackedQ4K::pack(&random_q4_k(&mut r, rows * nb), rows).unwrap();
     run(
         "q4_k",
-        &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        &|x, n, out| matmul_packed_tiles(&w, x, n, out).unwrap(),
         &|x, n, out| matmul_wide(&w, x, n, true, out).unwrap(),
         BlockQ4K::BYTES,
     );
@@ -172,7 +172,7 @@ fn bench_kquant(c: &mut Criterion) {
     let w = PackedQ5K::pack(&random_q5_k(&mut r, rows * nb), rows).unwrap();
     run(
         "q5_k",
-        &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        &|x, n, out| matmul_packed_tiles(&w, x, n, out).unwrap(),
         &|x, n, out| matmul_wide(&w, x, n, true, out).unwrap(),
         BlockQ5K::BYTES,
     );
@@ -180,7 +180,7 @@ fn bench_kquant(c: &mut Criterion) {
     let w = PackedQ6K::pack(&random_q6_k(&mut r, rows * nb), rows).unwrap();
     run(
         "q6_k",
-        &|x, n, out| matmul_packed(&w, x, n, out).unwrap(),
+        &|x, n, out| matmul_packed_tiles(&w, x, n, out).unwrap(),
         &|x, n, out| matmul_wide(&w, x, n, true, out).unwrap(),
         BlockQ6K::BYTES,
     );

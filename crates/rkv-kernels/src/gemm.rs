@@ -64,7 +64,8 @@ fn groups_per_task(groups: usize) -> usize {
 }
 
 /// Packed weights `[rows, k]` times activations `[n, k]` (quantised to the format's
-/// activation blocks) into `out[n, rows]`.
+/// activation blocks) into `out[n, rows]`: the tiles, or the format's route for many
+/// tokens where it has one (`Interleaved::product_many`).
 ///
 /// # Errors
 /// When `x.len() != n * k / 32` or `out.len() != n * rows`.
@@ -74,18 +75,48 @@ pub fn matmul_packed<P: Interleaved>(
     n: usize,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    let (rows, nb) = (w.rows(), w.blocks_per_row());
+    product(w, x, n, out, true)
+}
+
+/// [`matmul_packed`] on the tiles whatever the token count (never the wide path of
+/// `wide.rs`): for benchmarks and tests that compare the two routes.
+///
+/// # Errors
+/// When `x.len() != n * k / 32` or `out.len() != n * rows`.
+pub fn matmul_packed_tiles<P: Interleaved>(
+    w: &Packed<P>,
+    x: &[P::Act],
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    product(w, x, n, out, false)
+}
+
+fn product<P: Interleaved>(
+    w: &Packed<P>,
+    x: &[P::Act],
+    n: usize,
+    out: &mut [f32],
+    many: bool,
+) -> Result<(), KernelError> {
     w.check_product(x.len(), n, out.len())?;
-    if rows == 0 || n == 0 {
+    if w.rows() == 0 || n == 0 {
         return Ok(());
     }
-    if nb == 0 {
+    if w.blocks_per_row() == 0 {
         out.fill(0.0);
         return Ok(());
     }
-    if n > 1 && P::product_many(w, x, n, out) {
+    if many && n > 1 && P::product_many(w, x, n, out) {
         return Ok(());
     }
+    tiles(w, x, n, out);
+    Ok(())
+}
+
+/// The tiles' product on checked shapes, with rows, tokens and blocks.
+fn tiles<P: Interleaved>(w: &Packed<P>, x: &[P::Act], n: usize, out: &mut [f32]) {
+    let (rows, nb) = (w.rows(), w.blocks_per_row());
     let blocks = w.blocks();
     let groups = rows.div_ceil(ROWS_X8);
     let per_task = groups_per_task(groups);
@@ -101,7 +132,7 @@ pub fn matmul_packed<P: Interleaved>(
                     group_all_tokens(group(g), x, 1, lanes(g), &mut |_, i, v| o8[i] = v);
                 }
             });
-        return Ok(());
+        return;
     }
     // Many tokens: each task fills `[n, its rows]`, then the parts are scattered.
     let tasks = groups.div_ceil(per_task);
@@ -123,7 +154,6 @@ pub fn matmul_packed<P: Interleaved>(
         })
         .collect();
     scatter_parts(parts, rows, out);
-    Ok(())
 }
 
 /// Copies the parts of a many-token product into `out[n, rows]`: each `(r0, width,

@@ -77,7 +77,7 @@ pub use dot::{
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
 };
 pub use error::KernelError;
-pub use gemm::matmul_packed;
+pub use gemm::{matmul_packed, matmul_packed_tiles};
 pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
 pub use half::{bf16, f16};
 pub use interleaved::{matmul_packed_ref, Interleaved, Packed};

@@ -228,6 +228,14 @@ fn simd_matches_reference_bit_for_bit<P: Format>(seed: u64) {
                     assert_eq!(g.to_bits(), w.to_bits(), "{rows}x{nb}, n {n}, output {i}");
                 }
             }
+            // The tiles alone, where many tokens would take another route.
+            let mut got = vec![f32::NAN; n * rows];
+            pool(2)
+                .install(|| matmul_packed_tiles(&p, &x, n, &mut got))
+                .unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "tiles {rows}x{nb}, n {n}, output {i}");
+            }
         }
     }
 }
