@@ -169,7 +169,7 @@ fn tile<P: Wide>(
             }
         };
     }
-    let _ = tokens;
+    let _ = (tokens, simd); // Read by the SIMD branch only.
     tile_ref(w, a, P::SUB, P::MINS, out)
 }
 

@@ -234,7 +234,11 @@ fn simd_matches_reference_bit_for_bit<P: Format>(seed: u64) {
                 .install(|| matmul_packed_tiles(&p, &x, n, &mut got))
                 .unwrap();
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(g.to_bits(), w.to_bits(), "tiles {rows}x{nb}, n {n}, output {i}");
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "tiles {rows}x{nb}, n {n}, output {i}"
+                );
             }
         }
     }
