@@ -329,6 +329,12 @@ fn nearest_int(v: f32) -> i32 {
     v.round_ties_even() as i32
 }
 
+/// Whole blocks of input, one output block for each.
+fn check_q8_k_shapes(x: &[f32], y: &[BlockQ8K]) -> Result<(), KernelError> {
+    check_multiple("quantize q8_k input", x.len(), QK_K)?;
+    check_len("quantize q8_k output blocks", x.len() / QK_K, y.len())
+}
+
 /// ggml `quantize_row_q8_K_ref`: per super-block, `iscale = -127 / max` where `max`
 /// is the value of largest magnitude (the first one on ties), `q = min(127,
 /// nearest_int(iscale * x))`, `d = 1 / iscale`, and the sums of each 16 quants.
@@ -336,8 +342,7 @@ fn nearest_int(v: f32) -> i32 {
 /// # Errors
 /// When `x.len() % 256 != 0` or `y.len() != x.len() / 256`.
 pub fn quantize_row_q8_k_ref(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelError> {
-    check_multiple("quantize q8_k input", x.len(), QK_K)?;
-    check_len("quantize q8_k output blocks", x.len() / QK_K, y.len())?;
+    check_q8_k_shapes(x, y)?;
     for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK_K)) {
         let (mut max, mut amax) = (0.0f32, 0.0f32);
         for &v in xb {
@@ -370,8 +375,7 @@ pub fn quantize_row_q8_k_ref(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), Kernel
 pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelError> {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::avx2() {
-        check_multiple("quantize q8_k input", x.len(), QK_K)?;
-        check_len("quantize q8_k output blocks", x.len() / QK_K, y.len())?;
+        check_q8_k_shapes(x, y)?;
         for (b, xb) in y.iter_mut().zip(x.chunks_exact(QK_K)) {
             let xb: &[f32; QK_K] = xb.try_into().expect("chunks of QK_K");
             // SAFETY: the CPU has the kernel's target features (checked above).

@@ -58,7 +58,7 @@ fn group_all_tokens<P: Interleaved>(
 }
 
 /// Groups per parallel task: about 4 tasks per thread.
-fn groups_per_task(groups: usize) -> usize {
+pub(crate) fn groups_per_task(groups: usize) -> usize {
     let tasks = 4 * rayon::current_num_threads().max(1);
     groups.div_ceil(tasks).max(1)
 }
@@ -99,12 +99,7 @@ fn product<P: Interleaved>(
     out: &mut [f32],
     many: bool,
 ) -> Result<(), KernelError> {
-    w.check_product(x.len(), n, out.len())?;
-    if w.rows() == 0 || n == 0 {
-        return Ok(());
-    }
-    if w.blocks_per_row() == 0 {
-        out.fill(0.0);
+    if !has_arithmetic(w, x.len(), n, out)? {
         return Ok(());
     }
     if many && n > 1 && P::product_many(w, x, n, out) {
@@ -112,6 +107,25 @@ fn product<P: Interleaved>(
     }
     tiles(w, x, n, out);
     Ok(())
+}
+
+/// Checks a product's shapes and settles the cases without arithmetic (no rows or
+/// tokens: nothing to write; no blocks: zeros); `true` when the product remains to do.
+pub(crate) fn has_arithmetic<P: Interleaved>(
+    w: &Packed<P>,
+    x_len: usize,
+    n: usize,
+    out: &mut [f32],
+) -> Result<bool, KernelError> {
+    w.check_product(x_len, n, out.len())?;
+    if w.rows() == 0 || n == 0 {
+        return Ok(false);
+    }
+    if w.blocks_per_row() == 0 {
+        out.fill(0.0);
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// The tiles' product on checked shapes, with rows, tokens and blocks.

@@ -29,6 +29,7 @@ use crate::interleaved::ROWS_X8;
 use crate::packed_q4_k::BlockQ4_Kx8;
 use crate::packed_q5_k::{qh_at, qs_at, BlockQ5_Kx8};
 use crate::packed_q6_k::{chunk_at, BlockQ6_Kx8};
+use crate::wide::i16_pair;
 
 /// The first eight bytes of `bytes` (one per row) in the low half of a register.
 #[inline]
@@ -117,8 +118,7 @@ pub(crate) fn add_q6_block(
 ) -> __m256 {
     let mut osum = _mm256_setzero_si256();
     for p in 0..8 {
-        let (s0, s1) = (yb.bsums[2 * p] as i32, yb.bsums[2 * p + 1] as i32);
-        let pair = _mm256_set1_epi32((s0 & 0xFFFF) | (s1 << 16));
+        let pair = _mm256_set1_epi32(i16_pair(yb.bsums[2 * p], yb.bsums[2 * p + 1]));
         osum = _mm256_add_epi32(osum, _mm256_madd_epi16(scales[p], pair));
     }
     let total = _mm256_sub_epi32(isum, _mm256_slli_epi32(osum, 5));

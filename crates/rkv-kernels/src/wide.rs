@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::blocks_k::{BlockQ8K, QK_K};
 use crate::error::KernelError;
-use crate::gemm::scatter_parts;
+use crate::gemm::{groups_per_task, has_arithmetic, scatter_parts};
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
 
 /// Tokens in one line of a [`WideAct`] (sixteen i32 lanes of a 512-bit register).
@@ -173,16 +173,12 @@ fn tile<P: Wide>(
     tile_ref(w, a, P::SUB, P::MINS, out)
 }
 
-/// Whether [`product`] takes `n` tokens on this CPU.
-pub(crate) fn takes(n: usize) -> bool {
-    n >= WIDE_MIN_TOKENS && crate::simd::avx512_vnni_bw()
-}
-
 /// `out[t, r] = dot(w row r, x row t)` for `n` tokens through the unpacked layouts,
-/// when [`takes`] says so (`true`; else `false` and `out` untouched). Shapes are the
-/// caller's to check (`gemm.rs`): `x` is `[n, nb]`, `out` `[n, rows]`.
+/// from [`WIDE_MIN_TOKENS`] tokens on a CPU with AVX-512 VNNI (`true`; else `false` and
+/// `out` untouched). Shapes are the caller's to check (`gemm.rs`): `x` is `[n, nb]`,
+/// `out` `[n, rows]`, none of them empty.
 pub(crate) fn product<P: Wide>(w: &Packed<P>, x: &[BlockQ8K], n: usize, out: &mut [f32]) -> bool {
-    if !takes(n) {
+    if n < WIDE_MIN_TOKENS || !crate::simd::avx512_vnni_bw() {
         return false;
     }
     run::<P>(w, x, n, true, out);
@@ -202,10 +198,7 @@ pub fn matmul_wide<P: Wide>(
     simd: bool,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    w.check_product(x.len(), n, out.len())?;
-    if w.blocks_per_row() == 0 {
-        out.fill(0.0);
-    } else if n > 0 && w.rows() > 0 {
+    if has_arithmetic(w, x.len(), n, out)? {
         run::<P>(w, x, n, simd, out);
     }
     Ok(())
@@ -221,9 +214,7 @@ fn run<P: Wide>(w: &Packed<P>, x: &[BlockQ8K], n: usize, simd: bool, out: &mut [
         .for_each(|(tile, a)| fill_acts(a, x, tile, n, nb));
     let blocks = w.blocks();
     let groups = rows.div_ceil(ROWS_X8);
-    let per_task = groups
-        .div_ceil(4 * rayon::current_num_threads().max(1))
-        .max(1);
+    let per_task = groups_per_task(groups);
     let per_panel = (PANEL_BYTES / (nb * std::mem::size_of::<WideBlock>())).max(1);
     let tasks = groups.div_ceil(per_task);
     let parts: Vec<(usize, usize, Vec<f32>)> = (0..tasks)
