@@ -149,7 +149,7 @@ fn bench_kquant(c: &mut Criterion) {
     let mut out = vec![0.0f32; most * rows];
     let mut run = |name: &str, packed: Product, wide: Product, bytes: usize| {
         g.throughput(Throughput::Bytes((rows * nb * bytes) as u64));
-        for n in [1usize, 4, 8, 16, 64] {
+        for n in [1usize, 4, 8, 16, 32, 64] {
             g.bench_function(BenchmarkId::new(format!("{name}_{rows}x{cols}"), n), |b| {
                 b.iter(|| pool.install(|| packed(&x[..n * nb], n, &mut out[..n * rows])))
             });

@@ -1,7 +1,8 @@
 //! The blocked product of packed quantised weights ([`Packed`]: Q4_1 with Q8_1
 //! activations, Q8_0 with Q8_0) `out[t, r] = dot(w row r, x row t)`, parallel over
 //! groups of eight rows with rayon; within a group, tokens go through in tiles of
-//! [`TOKEN_TILE`], so each unpacked weight register serves the whole tile.
+//! [`TOKEN_TILE`] (up to [`MAX_TOKEN_TILE`] where the format's kernel says so), so each
+//! unpacked weight register serves the whole tile.
 //!
 //! Decode of one sequence (`n = 1`) and of many at once (batched decode, prompt
 //! chunks) run the same per-output arithmetic (`packed_*.rs`), so the results
@@ -13,8 +14,12 @@ use rayon::prelude::*;
 use crate::error::KernelError;
 use crate::interleaved::{Interleaved, Packed, ROWS_X8};
 
-/// Tokens that share one unpacking of a weight block.
+/// Tokens that share one unpacking of a weight block, for most formats and CPUs.
 pub const TOKEN_TILE: usize = 4;
+
+/// The most tokens a tile takes: the AVX-512 K-quant tiles, with 32 registers, keep a
+/// sub-block's unpacked weights and eight tokens' sums in them.
+pub const MAX_TOKEN_TILE: usize = 8;
 
 /// Outputs of group `w` (its first `lanes` rows) for tokens `t0..t0 + T` of `x`
 /// (`nb` blocks a token), written by `put(token, lane, value)`.
@@ -37,7 +42,8 @@ fn run_tile<P: Interleaved, const T: usize>(
     }
 }
 
-/// All `n` tokens of `x` against one group, tile by tile.
+/// All `n` tokens of `x` against one group, tile by tile ([`Interleaved::token_tile`]
+/// tokens at a time).
 fn group_all_tokens<P: Interleaved>(
     w: &[P],
     x: &[P::Act],
@@ -45,15 +51,21 @@ fn group_all_tokens<P: Interleaved>(
     lanes: usize,
     put: &mut impl FnMut(usize, usize, f32),
 ) {
+    let tile = P::token_tile().clamp(1, MAX_TOKEN_TILE);
     let mut t = 0;
     while t < n {
-        match n - t {
+        let m = tile.min(n - t);
+        match m {
             1 => run_tile::<P, 1>(w, x, t, lanes, put),
             2 => run_tile::<P, 2>(w, x, t, lanes, put),
             3 => run_tile::<P, 3>(w, x, t, lanes, put),
-            _ => run_tile::<P, TOKEN_TILE>(w, x, t, lanes, put),
+            4 => run_tile::<P, 4>(w, x, t, lanes, put),
+            5 => run_tile::<P, 5>(w, x, t, lanes, put),
+            6 => run_tile::<P, 6>(w, x, t, lanes, put),
+            7 => run_tile::<P, 7>(w, x, t, lanes, put),
+            _ => run_tile::<P, MAX_TOKEN_TILE>(w, x, t, lanes, put),
         }
-        t += TOKEN_TILE.min(n - t);
+        t += m;
     }
 }
 

@@ -10,10 +10,13 @@
 //! added once per block (`fold_rows`).
 //!
 //! Q4_K: each lane sums four chunks' pairs in i16 (the AVX2 tile's eight-chunk bound
-//! holds with room). Q6_K: each chunk's pairs meet the scales alone (`madd`), in i32.
-//! Integer sums are exact and the float steps are the AVX2 tiles' own helpers in the same
-//! order, so each tile is bit for bit its format's `dot_lane_ref` (and the AVX2 tile).
-//! Must not know: threads, models.
+//! holds with room); with VNNI (`q4_kx8_tile_vnni`) one `vpdpbusd` per chunk pair and
+//! token replaces `maddubs` and its add. Q6_K: two chunks' pairs add in i16, then meet
+//! the scales (`madd`) in i32. Both unpack a sub-block pair's weights into registers
+//! once and run every token of the tile against them, so eight tokens fit in the 32
+//! registers (`gemm::MAX_TOKEN_TILE`). Integer sums are exact and the float steps are the
+//! AVX2 tiles' own helpers in the same order, so each tile is bit for bit its format's
+//! `dot_lane_ref` (and the AVX2 tile). Must not know: threads, models.
 
 // Indexing by block `b`, pair `k`, chunk `c` and token `t` keeps the chains explicit.
 #![allow(clippy::needless_range_loop)]
@@ -164,6 +167,88 @@ pub(crate) fn q4_kx8_tile<const T: usize>(
     }
 }
 
+/// Eight per-row values (i32, below 2^15) in both of the row's dword lanes: against a
+/// lane whose i32 sum fits in i16, `madd` takes the sum's low half times the value
+/// (its high half, the sign, meets zero).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+fn rows_x2(x: __m256i) -> __m512i {
+    let idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    _mm512_permutexvar_epi32(idx, _mm512_castsi256_si512(x))
+}
+
+/// [`q4_kx8_tile`] with `vpdpbusd` (AVX-512 VNNI), for up to eight tokens: a pair of
+/// sub-blocks' weights is unpacked once into eight registers, then each token's chunks
+/// meet them in one `vpdpbusd` each (no i16 sums to add). A dword lane sums 16 products
+/// of at most 15 * 128, so its sum fits in i16 and [`rows_x2`]'s scales take it in one
+/// `madd`: the integer sums, and so the outputs, are [`q4_kx8_tile`]'s bit for bit.
+///
+/// # Panics
+/// If some `ys[t].len() != w.len()`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) fn q4_kx8_tile_vnni<const T: usize>(
+    w: &[BlockQ4_Kx8],
+    ys: &[&[BlockQ8K]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
+    let nb = w.len();
+    for y in ys {
+        assert_eq!(y.len(), nb, "q4_kx8 tile: block counts differ");
+    }
+    let mask = _mm512_set1_epi8(0x0F);
+    let by_row = by_row_in_one();
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        prefetch(w, b + PREFETCH_BLOCKS);
+        let wb = &w[b];
+        let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
+        let mins: [__m256i; 4] =
+            std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
+        let mut isum = [_mm512_setzero_si512(); T];
+        for k in 0..4 {
+            let sc_lo = rows_x2(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k..])));
+            let sc_hi = rows_x2(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k + 8..])));
+            let mut lo = [_mm512_setzero_si512(); 4];
+            let mut hi = [_mm512_setzero_si512(); 4];
+            for j in 0..4 {
+                // SAFETY: 256 k + 64 j + 64 <= 1024 == qs.len(); unaligned load.
+                let raw = unsafe {
+                    _mm512_loadu_si512(wb.qs.as_ptr().add(256 * k + 64 * j) as *const __m512i)
+                };
+                let raw = _mm512_permutexvar_epi32(by_row, raw);
+                lo[j] = _mm512_and_si512(raw, mask);
+                hi[j] = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), mask);
+            }
+            for t in 0..T {
+                // SAFETY: b < ys[t].len() (asserted).
+                let q = unsafe { ys[t].get_unchecked(b).qs.as_ptr().add(64 * k) };
+                let mut slo = _mm512_setzero_si512();
+                let mut shi = _mm512_setzero_si512();
+                for j in 0..4 {
+                    // SAFETY: 64 k + 32 + 8 j + 8 <= 256 (chunk pair c = 2 j).
+                    let (ylo, yhi) =
+                        unsafe { (word_pair(q.add(8 * j)), word_pair(q.add(32 + 8 * j))) };
+                    slo = _mm512_dpbusd_epi32(slo, lo[j], ylo);
+                    shi = _mm512_dpbusd_epi32(shi, hi[j], yhi);
+                }
+                let s =
+                    _mm512_add_epi32(_mm512_madd_epi16(slo, sc_lo), _mm512_madd_epi16(shi, sc_hi));
+                isum[t] = _mm512_add_epi32(isum[t], s);
+            }
+        }
+        for t in 0..T {
+            // SAFETY: b < ys[t].len() (asserted above).
+            let yb = unsafe { ys[t].get_unchecked(b) };
+            acc[t] = add_scaled_with_mins(acc[t], d8, m8, &mins, fold_rows(isum[t]), yb);
+        }
+    }
+    for t in 0..T {
+        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
+        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
 /// `out[t][i] = dot(row i of w, ys[t])`, in the numerics of `packed_q6_k.rs`.
 ///
 /// # Panics
@@ -227,24 +312,28 @@ pub(crate) fn q6_kx8_tile<const T: usize>(
                         &wb.sc[8 * (8 * n + 2 * p + g)..],
                     )))
                 });
-                for c in (4 * g..4 * g + 4).step_by(2) {
-                    let q = six_bits(wb, chunk_at(n, c));
-                    for t in 0..T {
-                        for p in 0..4 {
-                            // SAFETY: b < ys[t].len() (asserted); 128 n + 32 p + 4 c + 8
-                            // <= 256.
-                            let y = unsafe {
-                                word_pair(
-                                    ys[t]
-                                        .get_unchecked(b)
-                                        .qs
-                                        .as_ptr()
-                                        .add(128 * n + 32 * p + 4 * c),
-                                )
-                            };
-                            let pairs = _mm512_maddubs_epi16(q[p], y);
-                            isum[t] = _mm512_add_epi32(isum[t], _mm512_madd_epi16(pairs, sc[p]));
-                        }
+                // Both chunk pairs of the sub-blocks, unpacked once for every token.
+                let (c0, c1) = (4 * g, 4 * g + 2);
+                let q0 = six_bits(wb, chunk_at(n, c0));
+                let q1 = six_bits(wb, chunk_at(n, c1));
+                for t in 0..T {
+                    // SAFETY: b < ys[t].len() (asserted).
+                    let y = unsafe { ys[t].get_unchecked(b).qs.as_ptr().add(128 * n) };
+                    for p in 0..4 {
+                        // SAFETY: 128 n + 32 p + 4 c1 + 8 <= 256.
+                        let (y0, y1) = unsafe {
+                            (
+                                word_pair(y.add(32 * p + 4 * c0)),
+                                word_pair(y.add(32 * p + 4 * c1)),
+                            )
+                        };
+                        // Each i16 of one `maddubs` is at most 2 * 63 * 128 in size, so
+                        // two of them add exactly.
+                        let pairs = _mm512_add_epi16(
+                            _mm512_maddubs_epi16(q0[p], y0),
+                            _mm512_maddubs_epi16(q1[p], y1),
+                        );
+                        isum[t] = _mm512_add_epi32(isum[t], _mm512_madd_epi16(pairs, sc[p]));
                     }
                 }
             }
@@ -260,5 +349,82 @@ pub(crate) fn q6_kx8_tile<const T: usize>(
     for t in 0..T {
         // SAFETY: `out[t]` is 8 writable f32; unaligned store.
         unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use half::f16;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    use super::*;
+    use crate::blocks_k::{quantize_row_q8_k, BlockQ4K, QK_K};
+    use crate::interleaved::{tile_ref, Packed};
+
+    fn acts(r: &mut StdRng, n: usize) -> Vec<BlockQ8K> {
+        let x: Vec<f32> = (0..n * QK_K).map(|_| r.gen_range(-3.0f32..3.0)).collect();
+        let mut y = vec![BlockQ8K::default(); n];
+        quantize_row_q8_k(&x, &mut y).unwrap();
+        y
+    }
+
+    fn tile_is_ref<const T: usize>(
+        w: &[BlockQ4_Kx8],
+        x: &[BlockQ8K],
+        tile: impl Fn(&[BlockQ4_Kx8], &[&[BlockQ8K]; T], &mut [[f32; ROWS_X8]; T]),
+    ) {
+        let nb = w.len();
+        let ys: [&[BlockQ8K]; T] = std::array::from_fn(|t| &x[t * nb..(t + 1) * nb]);
+        let (mut got, mut want) = ([[0.0; ROWS_X8]; T], [[0.0; ROWS_X8]; T]);
+        tile(w, &ys, &mut got);
+        tile_ref(w, &ys, &mut want);
+        for t in 0..T {
+            for i in 0..ROWS_X8 {
+                assert_eq!(
+                    got[t][i].to_bits(),
+                    want[t][i].to_bits(),
+                    "token {t} row {i}"
+                );
+            }
+        }
+    }
+
+    /// Both AVX-512 Q4_K tiles, whichever the dispatch picks on this CPU, against the
+    /// scalar oracle (the `packed` tests reach only the one the CPU's features choose).
+    #[test]
+    fn both_q4_k_tiles_are_the_reference() {
+        if !crate::simd::avx512() {
+            eprintln!("skipped: this CPU has no AVX-512 (F, BW, VL)");
+            return;
+        }
+        let mut r = StdRng::seed_from_u64(7);
+        let nb = 5;
+        let w: Vec<BlockQ4K> = (0..8 * nb)
+            .map(|_| BlockQ4K {
+                d: f16::from_f32(r.gen_range(-0.01f32..0.01)),
+                dmin: f16::from_f32(r.gen_range(-0.01f32..0.01)),
+                scales: std::array::from_fn(|_| r.gen()),
+                qs: std::array::from_fn(|_| r.gen()),
+            })
+            .collect();
+        let p = Packed::<BlockQ4_Kx8>::pack(&w, 8).unwrap();
+        let x = acts(&mut r, 8 * nb);
+        // SAFETY (all calls): the CPU has AVX-512 F, BW and VL (checked above).
+        tile_is_ref::<1>(p.blocks(), &x, |w, y, o| unsafe { q4_kx8_tile(w, y, o) });
+        tile_is_ref::<4>(p.blocks(), &x, |w, y, o| unsafe { q4_kx8_tile(w, y, o) });
+        if !crate::simd::avx512_vnni_bw() {
+            eprintln!("skipped the VNNI tile: this CPU has no AVX-512 VNNI");
+            return;
+        }
+        // SAFETY (all calls): the CPU has AVX-512 VNNI besides (checked above).
+        tile_is_ref::<1>(p.blocks(), &x, |w, y, o| unsafe {
+            q4_kx8_tile_vnni(w, y, o)
+        });
+        tile_is_ref::<3>(p.blocks(), &x, |w, y, o| unsafe {
+            q4_kx8_tile_vnni(w, y, o)
+        });
+        tile_is_ref::<8>(p.blocks(), &x, |w, y, o| unsafe {
+            q4_kx8_tile_vnni(w, y, o)
+        });
     }
 }

@@ -49,6 +49,12 @@ pub trait Interleaved: Copy + Default + Send + Sync {
     fn tile<const T: usize>(w: &[Self], ys: &[&[Self::Act]; T], out: &mut [[f32; ROWS_X8]; T]) {
         tile_ref(w, ys, out)
     }
+    /// Tokens one [`Self::tile`] call should take on this CPU: [`crate::gemm::TOKEN_TILE`],
+    /// or up to [`crate::gemm::MAX_TOKEN_TILE`] where the format's kernel has the
+    /// registers for more.
+    fn token_tile() -> usize {
+        crate::gemm::TOKEN_TILE
+    }
     /// The whole product of `n` tokens (`x` `[n, nb]`, `out` `[n, rows]`, shapes checked)
     /// by another route where the format and the CPU have one (`wide.rs`), the same
     /// outputs bit for bit: `true` when it wrote `out`, `false` to take the tiles.

@@ -154,7 +154,20 @@ impl Interleaved for BlockQ4_Kx8 {
         })
     }
 
+    fn token_tile() -> usize {
+        if crate::simd::avx512_vnni_bw() {
+            crate::gemm::MAX_TOKEN_TILE
+        } else {
+            crate::gemm::TOKEN_TILE
+        }
+    }
+
     fn tile<const T: usize>(w: &[Self], ys: &[&[BlockQ8K]; T], out: &mut [[f32; ROWS_X8]; T]) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::avx512_vnni_bw() {
+            // SAFETY: the CPU has the kernel's target features (checked above).
+            return unsafe { crate::gemm_avx512_k::q4_kx8_tile_vnni::<T>(w, ys, out) };
+        }
         #[cfg(target_arch = "x86_64")]
         if crate::simd::avx512() {
             // SAFETY: the CPU has the kernel's target features (checked above).

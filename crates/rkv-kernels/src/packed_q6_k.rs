@@ -126,6 +126,14 @@ impl Interleaved for BlockQ6_Kx8 {
         acc
     }
 
+    fn token_tile() -> usize {
+        if crate::simd::avx512() {
+            crate::gemm::MAX_TOKEN_TILE
+        } else {
+            crate::gemm::TOKEN_TILE
+        }
+    }
+
     fn tile<const T: usize>(w: &[Self], ys: &[&[BlockQ8K]; T], out: &mut [[f32; ROWS_X8]; T]) {
         #[cfg(target_arch = "x86_64")]
         if crate::simd::avx512() {

@@ -22,7 +22,7 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 
 /// (rows, blocks per row): rows below, at and past multiples of 8.
 const SHAPES: [(usize, usize); 6] = [(1, 1), (5, 3), (8, 2), (18, 37), (64, 18), (131, 2)];
-const TOKENS: [usize; 6] = [1, 2, 3, 4, 5, 17];
+const TOKENS: [usize; 8] = [1, 2, 3, 4, 5, 7, 8, 17];
 
 /// One packed format under test: random weights and activations, and ggml's row
 /// dot product and dequantiser for comparison.
@@ -450,9 +450,13 @@ fn q4_k_extreme_quants_do_not_overflow() {
                 bsums: [16 * q as i16; QK_K / 16],
             })
             .collect();
-        let got = product(&p, &x, 1, 1);
-        let want = (nb * QK_K) as f32 * 15.0 * 63.0 * q as f32;
-        assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+        // One token, a full tile of eight, and enough for the wide path.
+        for n in [1, 8, 16] {
+            let x: Vec<BlockQ8K> = x.iter().cycle().take(n * nb).cloned().collect();
+            let got = product(&p, &x, n, 1);
+            let want = (nb * QK_K) as f32 * 15.0 * 63.0 * q as f32;
+            assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+        }
     }
 }
 
@@ -479,9 +483,13 @@ fn q6_k_extreme_quants_do_not_overflow() {
                 bsums: [16 * q as i16; QK_K / 16],
             })
             .collect();
-        let got = product(&p, &x, 1, 1);
-        let want = (nb * QK_K) as f32 * -128.0 * 31.0 * q as f32;
-        assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+        // One token, a full tile of eight, and enough for the wide path.
+        for n in [1, 8, 16] {
+            let x: Vec<BlockQ8K> = x.iter().cycle().take(n * nb).cloned().collect();
+            let got = product(&p, &x, n, 1);
+            let want = (nb * QK_K) as f32 * -128.0 * 31.0 * q as f32;
+            assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+        }
     }
 }
 
@@ -508,9 +516,13 @@ fn q5_k_extreme_quants_do_not_overflow() {
                 bsums: [16 * q as i16; QK_K / 16],
             })
             .collect();
-        let got = product(&p, &x, 1, 1);
-        let want = (nb * QK_K) as f32 * 31.0 * 63.0 * q as f32;
-        assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+        // One token, a full tile of eight, and enough for the wide path.
+        for n in [1, 8, 16] {
+            let x: Vec<BlockQ8K> = x.iter().cycle().take(n * nb).cloned().collect();
+            let got = product(&p, &x, n, 1);
+            let want = (nb * QK_K) as f32 * 31.0 * 63.0 * q as f32;
+            assert!(got.iter().all(|&g| g == want), "{got:?} != {want}");
+        }
     }
 }
 
