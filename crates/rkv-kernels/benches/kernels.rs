@@ -131,7 +131,7 @@ type Product<'a> = &'a (dyn Fn(&[BlockQ8K], usize, &mut [f32]) + Sync);
 /// 151936 x 1536, about 150-240 MB: streamed from memory, not cache), by token count:
 /// `matmul_packed_tiles` (the tiles) and, from 8 tokens, the wide path (`_wide`; its
 /// scalar kernel without AVX-512 VNNI), so the two routes compare at each count
-/// (`matmul_packed` takes the wide one from `wide::WIDE_MIN_TOKENS` where it has VNNI).
+/// (`matmul_packed` takes the wide one from its format's `Wide::MIN_TOKENS` where it has VNNI).
 fn bench_kquant(c: &mut Criterion) {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads())

@@ -209,6 +209,9 @@ pub(crate) fn unpack_scales_mins(
 impl Wide for BlockQ4_Kx8 {
     const SUB: usize = 32;
     const MINS: bool = true;
+    /// The VNNI tile of eight tokens beat this path at 16 tokens (30.7 against 33.3 ms),
+    /// lost at 32 (66.6 against 50.3): criterion `kquant_t2`, 151936 x 1536, Xeon.
+    const MIN_TOKENS: usize = 24;
 
     fn unpack(&self, out: &mut WideBlock) {
         // Sub-block 2 k's values are chunk `c`'s low nibbles, 2 k + 1's its high ones.

@@ -3,7 +3,7 @@
 //! time, activations laid out sixteen tokens to a 64-byte line, so that one `vpdpbusd`
 //! with a broadcast weight word meets sixteen tokens at once and nothing is unpacked in
 //! the inner loop (the scheme of ggml's `tiled` VNNI kernels). Below
-//! [`WIDE_MIN_TOKENS`] tokens, or without VNNI, `gemm.rs`'s tiles run instead.
+//! [`Wide::MIN_TOKENS`] tokens, or without VNNI, `gemm.rs`'s tiles run instead.
 //!
 //! Owns: the unpacked layouts ([`WideBlock`], [`WideAct`]), what a format must say to
 //! use them ([`Wide`]), the driver (rayon over groups of rows, like `gemm.rs`) and the
@@ -24,9 +24,10 @@ use crate::interleaved::{Interleaved, Packed, ROWS_X8};
 /// Tokens in one line of a [`WideAct`] (sixteen i32 lanes of a 512-bit register).
 pub const TOKENS_X16: usize = 16;
 
-/// Fewest tokens that take the wide path. Each call unpacks the whole weight, a pass
-/// over memory that `gemm.rs`'s tiles overlap with their arithmetic; it pays once
-/// enough tokens share it. On the 1.5B shape (Xeon, 2 threads, `rkv bench decode
+/// Fewest tokens that take the wide path, for a format without a larger
+/// [`Wide::MIN_TOKENS`]. Each call unpacks the whole weight, a pass over memory that
+/// `gemm.rs`'s tiles overlap with their arithmetic; it pays once enough tokens share it.
+/// Against four-token tiles on the 1.5B shape (Xeon, 2 threads, `rkv bench decode
 /// --batch N`), 8 sequences decoded 0.75-0.85x as fast on this path, 12 about as fast,
 /// 16 1.3x as fast.
 pub const WIDE_MIN_TOKENS: usize = 12;
@@ -88,6 +89,9 @@ pub trait Wide: Interleaved<Act = BlockQ8K> {
     /// Whether the float step subtracts `dmin * d_t * osum` (Q4_K, Q5_K) rather than
     /// folding `- 32 osum` into the integer sum (Q6_K).
     const MINS: bool;
+    /// Fewest tokens that take the wide path for this format: larger where its tiles
+    /// take eight tokens at once (`Interleaved::token_tile`).
+    const MIN_TOKENS: usize = WIDE_MIN_TOKENS;
     /// This block's values, scales, pair weights and `d`, `dmin` into `out`.
     fn unpack(&self, out: &mut WideBlock);
 }
@@ -174,11 +178,11 @@ fn tile<P: Wide>(
 }
 
 /// `out[t, r] = dot(w row r, x row t)` for `n` tokens through the unpacked layouts,
-/// from [`WIDE_MIN_TOKENS`] tokens on a CPU with AVX-512 VNNI (`true`; else `false` and
+/// from [`Wide::MIN_TOKENS`] tokens on a CPU with AVX-512 VNNI (`true`; else `false` and
 /// `out` untouched). Shapes are the caller's to check (`gemm.rs`): `x` is `[n, nb]`,
 /// `out` `[n, rows]`, none of them empty.
 pub(crate) fn product<P: Wide>(w: &Packed<P>, x: &[BlockQ8K], n: usize, out: &mut [f32]) -> bool {
-    if n < WIDE_MIN_TOKENS || !crate::simd::avx512_vnni_bw() {
+    if n < P::MIN_TOKENS || !crate::simd::avx512_vnni_bw() {
         return false;
     }
     run::<P>(w, x, n, true, out);

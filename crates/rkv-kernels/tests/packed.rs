@@ -450,8 +450,8 @@ fn q4_k_extreme_quants_do_not_overflow() {
                 bsums: [16 * q as i16; QK_K / 16],
             })
             .collect();
-        // One token, a full tile of eight, and enough for the wide path.
-        for n in [1, 8, 16] {
+        // One token, a full tile of eight, and enough for the wide path (`Wide::MIN_TOKENS`).
+        for n in [1, 8, 24] {
             let x: Vec<BlockQ8K> = x.iter().cycle().take(n * nb).cloned().collect();
             let got = product(&p, &x, n, 1);
             let want = (nb * QK_K) as f32 * 15.0 * 63.0 * q as f32;
@@ -483,8 +483,8 @@ fn q6_k_extreme_quants_do_not_overflow() {
                 bsums: [16 * q as i16; QK_K / 16],
             })
             .collect();
-        // One token, a full tile of eight, and enough for the wide path.
-        for n in [1, 8, 16] {
+        // One token, a full tile of eight, and enough for the wide path (`Wide::MIN_TOKENS`).
+        for n in [1, 8, 24] {
             let x: Vec<BlockQ8K> = x.iter().cycle().take(n * nb).cloned().collect();
             let got = product(&p, &x, n, 1);
             let want = (nb * QK_K) as f32 * -128.0 * 31.0 * q as f32;
@@ -516,8 +516,8 @@ fn q5_k_extreme_quants_do_not_overflow() {
                 bsums: [16 * q as i16; QK_K / 16],
             })
             .collect();
-        // One token, a full tile of eight, and enough for the wide path.
-        for n in [1, 8, 16] {
+        // One token, a full tile of eight, and enough for the wide path (`Wide::MIN_TOKENS`).
+        for n in [1, 8, 24] {
             let x: Vec<BlockQ8K> = x.iter().cycle().take(n * nb).cloned().collect();
             let got = product(&p, &x, n, 1);
             let want = (nb * QK_K) as f32 * 31.0 * 63.0 * q as f32;
