@@ -11,7 +11,9 @@
 //! first. Only IEEE additions, subtractions, multiplications and comparisons, none fused,
 //! in one fixed order: the same bits from a scalar loop, SSE, AVX2 or AVX-512, whatever the
 //! build's target. The slice loops are also compiled for AVX2 and taken at run time where
-//! the CPU has it (`crate::simd`), so a portable build runs them 8 lanes wide.
+//! the CPU has it (`crate::simd`), so a portable build runs them 8 lanes wide; the
+//! exponentials of a slice run 16 wide in AVX-512 intrinsics where the CPU has AVX-512F
+//! (the compiler keeps generic loops to 256 bits there).
 //!
 //! Must not know: softmax, scores, policies.
 
@@ -88,6 +90,11 @@ pub fn exp_slice(x: &mut [f32], shift: f32) -> f32 {
 #[inline]
 pub fn exp_into_lanes(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
     #[cfg(target_arch = "x86_64")]
+    if crate::simd::avx512() {
+        // SAFETY: the CPU has the features `avx512` names (checked above).
+        return unsafe { v4::exp_into_lanes(x, shift, lanes) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if crate::simd::v3() {
         // SAFETY: the CPU has the features `v3` names (checked above).
         return unsafe { v3::exp_into_lanes(x, shift, lanes) };
@@ -150,6 +157,81 @@ mod v3 {
     #[target_feature(enable = "avx2,fma,f16c,popcnt")]
     pub(super) fn max_lanes(x: &[f32]) -> f32 {
         super::max_lanes_body(x)
+    }
+}
+
+/// [`exp_into_lanes`] sixteen values to a 512-bit register, for CPUs with AVX-512F
+/// (the compiler keeps the loops above to 256 bits on them): [`exp`]'s steps as the same
+/// IEEE operations in the same order (intrinsics are never fused), so the same bits.
+/// Each register's two halves add into the eight lanes in order, as two chunks of the
+/// loop above would.
+#[cfg(target_arch = "x86_64")]
+mod v4 {
+    use std::arch::x86_64::*;
+
+    use super::{LN2_HI, LN2_LO, LOG2E, OVERFLOW, P, ROUND, UNDERFLOW};
+
+    /// [`super::exp`] of sixteen values.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
+    fn exp16(x: __m512) -> __m512 {
+        let set = _mm512_set1_ps;
+        // Not NaN (fixed at the end): `f32::clamp` is this max then min.
+        let c = _mm512_min_ps(_mm512_max_ps(x, set(UNDERFLOW - 1.0)), set(OVERFLOW + 1.0));
+        let t = _mm512_add_ps(_mm512_mul_ps(c, set(LOG2E)), set(ROUND));
+        let n = _mm512_sub_ps(t, set(ROUND));
+        let r = _mm512_sub_ps(
+            _mm512_sub_ps(c, _mm512_mul_ps(n, set(LN2_HI))),
+            _mm512_mul_ps(n, set(LN2_LO)),
+        );
+        let mut p = set(P[0]);
+        for &k in &P[1..] {
+            p = _mm512_add_ps(_mm512_mul_ps(p, r), set(k));
+        }
+        let e = _mm512_add_ps(
+            _mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r),
+            set(1.0),
+        );
+        let n = _mm512_sub_epi32(
+            _mm512_castps_si512(t),
+            _mm512_set1_epi32(ROUND.to_bits() as i32),
+        );
+        let h = _mm512_srai_epi32::<1>(n);
+        let bias = _mm512_set1_epi32(127);
+        let two_h = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(h, bias)));
+        let rest = _mm512_add_epi32(_mm512_sub_epi32(n, h), bias);
+        let two_rest = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(rest));
+        let v = _mm512_mul_ps(_mm512_mul_ps(e, two_h), two_rest);
+        let over = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, set(OVERFLOW));
+        let v = _mm512_mask_mov_ps(v, over, set(f32::INFINITY));
+        let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, set(UNDERFLOW));
+        let v = _mm512_mask_mov_ps(v, under, _mm512_setzero_ps());
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+        _mm512_mask_mov_ps(v, nan, x)
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma,f16c,popcnt")]
+    pub(super) fn exp_into_lanes(x: &mut [f32], shift: f32, lanes: &mut [f32; 8]) {
+        let mut chunks = x.chunks_exact_mut(16);
+        let shift16 = _mm512_set1_ps(shift);
+        // SAFETY: `lanes` is 8 floats; unaligned load.
+        let mut acc = unsafe { _mm256_loadu_ps(lanes.as_ptr()) };
+        for chunk in &mut chunks {
+            // SAFETY: `chunk` is 16 floats; unaligned load and store.
+            let v = unsafe {
+                let v = exp16(_mm512_sub_ps(_mm512_loadu_ps(chunk.as_ptr()), shift16));
+                _mm512_storeu_ps(chunk.as_mut_ptr(), v);
+                v
+            };
+            acc = _mm256_add_ps(acc, _mm512_castps512_ps256(v));
+            let high = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v));
+            acc = _mm256_add_ps(acc, _mm256_castpd_ps(high));
+        }
+        // SAFETY: as the load above.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        // The rest starts at a multiple of 16, so its element `i` still adds into lane
+        // `i % 8`.
+        super::exp_into_lanes_body(chunks.into_remainder(), shift, lanes)
     }
 }
 
@@ -235,5 +317,49 @@ mod tests {
         assert_eq!(sum.to_bits(), lanes.iter().sum::<f32>().to_bits());
         let mut empty: [f32; 0] = [];
         assert_eq!(exp_slice(&mut empty, 0.0), 0.0);
+    }
+
+    /// Every length up to 70 (whole 16-value registers, a chunk of 8, a remainder) and
+    /// the special values, against the scalar [`exp`] bit for bit: the 512-bit, 256-bit
+    /// and scalar paths must all be it.
+    #[test]
+    fn every_path_is_the_scalar_exp() {
+        let specials = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            88.72,
+            88.73,
+            -100.0,
+            -104.0,
+            -0.0,
+            1e-30,
+        ];
+        for len in 0..70 {
+            let orig: Vec<f32> = (0..len)
+                .map(|i| match i % 11 {
+                    3 | 9 => specials[(i / 11) % specials.len()],
+                    _ => (i as f32 * 0.61).cos() * 20.0,
+                })
+                .collect();
+            let mut x = orig.clone();
+            let mut lanes = [0.5f32; 8];
+            exp_into_lanes(&mut x, -1.5, &mut lanes);
+            let mut want = [0.5f32; 8];
+            for (i, (&o, &v)) in orig.iter().zip(&x).enumerate() {
+                let e = exp(o + 1.5);
+                assert!(
+                    v.to_bits() == e.to_bits() || (v.is_nan() && e.is_nan()),
+                    "{o}"
+                );
+                want[i % 8] += e;
+            }
+            for (g, w) in lanes.iter().zip(&want) {
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "len {len}"
+                );
+            }
+        }
     }
 }
