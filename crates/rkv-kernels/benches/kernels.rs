@@ -222,6 +222,30 @@ fn bench_attn(c: &mut Criterion) {
     g.bench_function("gqa_weighted_sum_f16_g3_d64_x4096", |b| {
         b.iter(|| gqa_weighted_sum_f16(&k, d, d, &s3, &mut o3))
     });
+    // The 1.5B shape's group (6 query heads of 128) over a budget's 1152 slots, in the
+    // engine's runs of 32 (one block each).
+    let (d2, g2, run) = (128, 6, 32);
+    let k2: Vec<f16> = floats(&mut r, 1152 * d2)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
+    let q2 = floats(&mut r, g2 * d2);
+    let mut s2 = vec![0.0f32; g2 * run];
+    g.bench_function("gqa_scores_f16_g6_d128_x1152", |b| {
+        b.iter(|| {
+            for kr in k2.chunks_exact(run * d2) {
+                gqa_scores_f16(kr, d2, d2, &q2, &mut s2);
+            }
+        })
+    });
+    let mut o2 = vec![0.0f32; g2 * d2];
+    g.bench_function("gqa_weighted_sum_f16_g6_d128_x1152", |b| {
+        b.iter(|| {
+            for vr in k2.chunks_exact(run * d2) {
+                gqa_weighted_sum_f16(vr, d2, d2, &s2, &mut o2);
+            }
+        })
+    });
     let mut acc = vec![0.0f32; d];
     g.bench_function("axpy_f16_d64_x4096", |b| {
         b.iter(|| {

@@ -7,11 +7,12 @@
 //! head's offset). Numerics: exact f16 -> f32 widening, f32 FMA accumulation;
 //! the summation order differs from the scalar loops (agreement to f32
 //! rounding). The SIMD path is chosen at run time from the CPU's features.
-//! Groups of more than 4 query heads go through 4 at a time (each part re-reads the
-//! rows from cache). With AVX-512 and `d == 64`, `g <= 4` the query (or output)
-//! heads stay in registers; otherwise, with AVX2 and `d` a multiple of 32,
-//! `g <= 4`, `gqa_avx2.rs`'s blocked kernels run; other shapes loop over
-//! [`dot_f16_multi`] / [`axpy_f16_multi`].
+//! With AVX-512 and `d == 64`, `g <= 4` the query (or output) heads stay in
+//! registers; with AVX-512 and other `d` a multiple of 16, `gqa_avx512.rs` takes the
+//! whole group at once. Otherwise groups of more than 4 query heads go through 4 at a
+//! time (each part re-reads the rows from cache): with AVX2 and `d` a multiple of 32,
+//! `gqa_avx2.rs`'s blocked kernels run; other shapes loop over [`dot_f16_multi`] /
+//! [`axpy_f16_multi`].
 
 use half::f16;
 
@@ -51,6 +52,13 @@ fn shape(cache: usize, stride: usize, d: usize, heads_len: usize, gn: usize) -> 
 /// `k` is shorter than `(n - 1) * stride + d`.
 pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &mut [f32]) {
     let (g, n) = shape(k.len(), stride, d, qs.len(), scores.len());
+    #[cfg(target_arch = "x86_64")]
+    if wide_heads(d, g) {
+        // SAFETY: the CPU has AVX-512F (checked by `wide_heads`); the shapes were checked
+        // by `shape` and `fits`.
+        unsafe { crate::gqa_avx512::scores(k, stride, d, qs, scores, g, n) };
+        return;
+    }
     head_groups(g, |h0, gs| {
         let (q, s) = (
             &qs[h0 * d..(h0 + gs) * d],
@@ -58,6 +66,13 @@ pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &m
         );
         scores_group(k, stride, d, q, s, gs, n);
     });
+}
+
+/// Whether `gqa_avx512.rs` takes the whole group: AVX-512F and a head size it fits,
+/// except the 64-wide groups of up to four heads that `avx512` below keeps in registers.
+#[cfg(target_arch = "x86_64")]
+fn wide_heads(d: usize, g: usize) -> bool {
+    !(d == avx512::D && g <= HEADS) && crate::gqa_avx512::fits(d) && crate::simd::avx512f()
 }
 
 /// Calls `f(h0, gs)` for consecutive groups `h0..h0 + gs` of the `g` heads, each of at most
@@ -119,6 +134,13 @@ fn scores_group(
 /// As [`gqa_scores_f16`], with `out` for `qs` and `w` for `scores`.
 pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: &mut [f32]) {
     let (g, n) = shape(v.len(), stride, d, out.len(), w.len());
+    #[cfg(target_arch = "x86_64")]
+    if wide_heads(d, g) {
+        // SAFETY: the CPU has AVX-512F (checked by `wide_heads`); the shapes were checked
+        // by `shape` and `fits`.
+        unsafe { crate::gqa_avx512::weighted_sum(v, stride, d, w, out, g, n) };
+        return;
+    }
     head_groups(g, |h0, gs| {
         let (o, wg) = (&mut out[h0 * d..(h0 + gs) * d], &w[h0 * n..(h0 + gs) * n]);
         weighted_sum_group(v, stride, d, wg, o, gs, n);
@@ -166,6 +188,8 @@ fn weighted_sum_group(
 mod avx512 {
     use half::f16;
     use std::arch::x86_64::*;
+
+    use crate::gqa_avx512::reduce16;
 
     /// The head size with a register-resident fast path (4 x 16 lanes).
     pub(super) const D: usize = 64;
@@ -243,46 +267,6 @@ mod avx512 {
                 scores[h * n + j] = _mm512_reduce_add_ps(partial(&kv, qh));
             }
         }
-    }
-
-    /// The 16 lane sums of `v`, in order: lane `r` of the result is the sum of
-    /// `v[r]`'s lanes. Four levels of shuffles and adds, each halving the
-    /// lanes per row while doubling the rows per register; the last leaves row
-    /// `4t + q` in lane `4q + t`, which one permutation puts back.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn reduce16(v: [__m512; 16]) -> __m512 {
-        // x[i] = [v[2i] (8 lanes) | v[2i + 1] (8 lanes)].
-        let x: [__m512; 8] = std::array::from_fn(|i| {
-            let (a, b) = (v[2 * i], v[2 * i + 1]);
-            _mm512_add_ps(
-                _mm512_shuffle_f32x4::<0x44>(a, b),
-                _mm512_shuffle_f32x4::<0xEE>(a, b),
-            )
-        });
-        // y[m]: 128-bit quarter t holds row 4m + t (4 lanes).
-        let y: [__m512; 4] = std::array::from_fn(|m| {
-            let (a, b) = (x[2 * m], x[2 * m + 1]);
-            _mm512_add_ps(
-                _mm512_shuffle_f32x4::<0x88>(a, b),
-                _mm512_shuffle_f32x4::<0xDD>(a, b),
-            )
-        });
-        // z[p]: quarter t holds rows 8p + t and 8p + 4 + t (2 lanes each).
-        let z: [__m512; 2] = std::array::from_fn(|p| {
-            let (a, b) = (y[2 * p], y[2 * p + 1]);
-            _mm512_add_ps(
-                _mm512_shuffle_ps::<0x44>(a, b),
-                _mm512_shuffle_ps::<0xEE>(a, b),
-            )
-        });
-        // Quarter t: rows t, 4 + t, 8 + t, 12 + t.
-        let w = _mm512_add_ps(
-            _mm512_shuffle_ps::<0x88>(z[0], z[1]),
-            _mm512_shuffle_ps::<0xDD>(z[0], z[1]),
-        );
-        let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-        _mm512_permutexvar_ps(order, w)
     }
 
     /// # Safety

@@ -37,6 +37,8 @@ mod gemm_avx512_k;
 pub mod gqa;
 #[cfg(target_arch = "x86_64")]
 mod gqa_avx2;
+#[cfg(target_arch = "x86_64")]
+mod gqa_avx512;
 pub mod interleaved;
 pub mod matmul;
 pub mod packed_q4_1;

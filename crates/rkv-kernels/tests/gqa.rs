@@ -31,6 +31,11 @@ fn scores_and_weighted_sum_match_scalar() {
         (6, 128, 256, 29),
         (7, 128, 512, 17),
         (9, 64, 64, 12),
+        // Whole blocks of 16 rows and partial ones, past six heads (AVX-512: one pass).
+        (6, 128, 256, 32),
+        (8, 128, 128, 47),
+        (12, 128, 128, 3),
+        (5, 80, 80, 33),
     ] {
         let cache = to_f16(&floats(&mut r, n.max(1) * stride, 1.0));
         let qs = floats(&mut r, g * d, 1.0);
