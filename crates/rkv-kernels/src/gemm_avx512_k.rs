@@ -107,64 +107,8 @@ pub(crate) fn q4_kx8_tile<const T: usize>(
     ys: &[&[BlockQ8K]; T],
     out: &mut [[f32; ROWS_X8]; T],
 ) {
-    let nb = w.len();
-    for y in ys {
-        assert_eq!(y.len(), nb, "q4_kx8 tile: block counts differ");
-    }
-    let mask = _mm512_set1_epi8(0x0F);
-    let by_row = by_row_in_one();
-    let mut acc = [_mm256_setzero_ps(); T];
-    for b in 0..nb {
-        prefetch(w, b + PREFETCH_BLOCKS);
-        let wb = &w[b];
-        let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
-        let mins: [__m256i; 4] =
-            std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
-        let mut isum = [_mm512_setzero_si512(); T];
-        for k in 0..4 {
-            let sc_lo = rows_x4(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k..])));
-            let sc_hi = rows_x4(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k + 8..])));
-            let mut plo = [_mm512_setzero_si512(); T];
-            let mut phi = [_mm512_setzero_si512(); T];
-            for c in (0..8).step_by(2) {
-                // SAFETY: 256 k + 32 c + 64 <= 1024 == qs.len(); unaligned load.
-                let raw = unsafe {
-                    _mm512_loadu_si512(wb.qs.as_ptr().add(256 * k + 32 * c) as *const __m512i)
-                };
-                let raw = _mm512_permutexvar_epi32(by_row, raw);
-                let lo = _mm512_and_si512(raw, mask);
-                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), mask);
-                for t in 0..T {
-                    // SAFETY: b < ys[t].len() (asserted); 64 k + 32 + 4 c + 8 <= 256.
-                    let (ylo, yhi) = unsafe {
-                        let q = ys[t].get_unchecked(b).qs.as_ptr();
-                        (
-                            word_pair(q.add(64 * k + 4 * c)),
-                            word_pair(q.add(64 * k + 32 + 4 * c)),
-                        )
-                    };
-                    plo[t] = _mm512_add_epi16(plo[t], _mm512_maddubs_epi16(lo, ylo));
-                    phi[t] = _mm512_add_epi16(phi[t], _mm512_maddubs_epi16(hi, yhi));
-                }
-            }
-            for t in 0..T {
-                let s = _mm512_add_epi32(
-                    _mm512_madd_epi16(plo[t], sc_lo),
-                    _mm512_madd_epi16(phi[t], sc_hi),
-                );
-                isum[t] = _mm512_add_epi32(isum[t], s);
-            }
-        }
-        for t in 0..T {
-            // SAFETY: b < ys[t].len() (asserted above).
-            let yb = unsafe { ys[t].get_unchecked(b) };
-            acc[t] = add_scaled_with_mins(acc[t], d8, m8, &mins, fold_rows(isum[t]), yb);
-        }
-    }
-    for t in 0..T {
-        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
-        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
-    }
+    // SAFETY: this function's features are the body's (`VNNI` false).
+    unsafe { q4_kx8_body::<T, false>(w, ys, out) }
 }
 
 /// Eight per-row values (i32, below 2^15) in both of the row's dword lanes: against a
@@ -177,11 +121,10 @@ fn rows_x2(x: __m256i) -> __m512i {
     _mm512_permutexvar_epi32(idx, _mm512_castsi256_si512(x))
 }
 
-/// [`q4_kx8_tile`] with `vpdpbusd` (AVX-512 VNNI), for up to eight tokens: a pair of
-/// sub-blocks' weights is unpacked once into eight registers, then each token's chunks
-/// meet them in one `vpdpbusd` each (no i16 sums to add). A dword lane sums 16 products
-/// of at most 15 * 128, so its sum fits in i16 and [`rows_x2`]'s scales take it in one
-/// `madd`: the integer sums, and so the outputs, are [`q4_kx8_tile`]'s bit for bit.
+/// [`q4_kx8_tile`] with `vpdpbusd` (AVX-512 VNNI): one instruction per chunk pair and
+/// token in place of `maddubs` and its add. A dword lane sums 16 products of at most
+/// 15 * 128, so its sum fits in i16 and [`rows_x2`]'s scales take it in one `madd`: the
+/// integer sums, and so the outputs, are [`q4_kx8_tile`]'s bit for bit.
 ///
 /// # Panics
 /// If some `ys[t].len() != w.len()`.
@@ -192,60 +135,94 @@ pub(crate) fn q4_kx8_tile_vnni<const T: usize>(
     ys: &[&[BlockQ8K]; T],
     out: &mut [[f32; ROWS_X8]; T],
 ) {
+    // SAFETY: this function's features are the body's (`VNNI` true).
+    unsafe { q4_kx8_body::<T, true>(w, ys, out) }
+}
+
+/// The Q4_K tiles' body: a sub-block pair's weights unpacked once into eight registers,
+/// then each token's chunks against them, in i16 pairs (`maddubs`, adds) or, with
+/// `VNNI`, in i32 lanes (`vpdpbusd`).
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VL, AVX2, FMA and F16C, and with `VNNI` AVX-512
+/// VNNI; inlined only into functions with those features.
+#[inline(always)]
+unsafe fn q4_kx8_body<const T: usize, const VNNI: bool>(
+    w: &[BlockQ4_Kx8],
+    ys: &[&[BlockQ8K]; T],
+    out: &mut [[f32; ROWS_X8]; T],
+) {
     let nb = w.len();
     for y in ys {
         assert_eq!(y.len(), nb, "q4_kx8 tile: block counts differ");
     }
-    let mask = _mm512_set1_epi8(0x0F);
-    let by_row = by_row_in_one();
-    let mut acc = [_mm256_setzero_ps(); T];
-    for b in 0..nb {
-        prefetch(w, b + PREFETCH_BLOCKS);
-        let wb = &w[b];
-        let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
-        let mins: [__m256i; 4] =
-            std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
-        let mut isum = [_mm512_setzero_si512(); T];
-        for k in 0..4 {
-            let sc_lo = rows_x2(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k..])));
-            let sc_hi = rows_x2(_mm256_cvtepu8_epi32(load8(&wb.sc[16 * k + 8..])));
-            let mut lo = [_mm512_setzero_si512(); 4];
-            let mut hi = [_mm512_setzero_si512(); 4];
-            for j in 0..4 {
-                // SAFETY: 256 k + 64 j + 64 <= 1024 == qs.len(); unaligned load.
-                let raw = unsafe {
-                    _mm512_loadu_si512(wb.qs.as_ptr().add(256 * k + 64 * j) as *const __m512i)
+    // SAFETY: the CPU has the features (the caller's contract); the pointer arithmetic
+    // is bounded as each step says.
+    unsafe {
+        let mask = _mm512_set1_epi8(0x0F);
+        let by_row = by_row_in_one();
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            prefetch(w, b + PREFETCH_BLOCKS);
+            let wb = &w[b];
+            let (d8, m8) = scales_f32(&wb.d, &wb.dmin);
+            let mins: [__m256i; 4] =
+                std::array::from_fn(|p| row_pairs_of_two(&wb.mn[16 * p..], &wb.mn[16 * p + 8..]));
+            let mut isum = [_mm512_setzero_si512(); T];
+            for k in 0..4 {
+                let (lo8, hi8) = (
+                    _mm256_cvtepu8_epi32(load8(&wb.sc[16 * k..])),
+                    _mm256_cvtepu8_epi32(load8(&wb.sc[16 * k + 8..])),
+                );
+                // Scales as `(s, 0)` against i32 sums that fit in i16, `(s, s)` against
+                // i16 pairs.
+                let (sc_lo, sc_hi) = if VNNI {
+                    (rows_x2(lo8), rows_x2(hi8))
+                } else {
+                    (rows_x4(lo8), rows_x4(hi8))
                 };
-                let raw = _mm512_permutexvar_epi32(by_row, raw);
-                lo[j] = _mm512_and_si512(raw, mask);
-                hi[j] = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), mask);
+                let mut lo = [_mm512_setzero_si512(); 4];
+                let mut hi = [_mm512_setzero_si512(); 4];
+                for j in 0..4 {
+                    // 256 k + 64 j + 64 <= 1024 == qs.len(); unaligned load.
+                    let p = wb.qs.as_ptr().add(256 * k + 64 * j);
+                    let raw = _mm512_permutexvar_epi32(by_row, _mm512_loadu_si512(p as *const _));
+                    lo[j] = _mm512_and_si512(raw, mask);
+                    hi[j] = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), mask);
+                }
+                for t in 0..T {
+                    // b < ys[t].len() (asserted).
+                    let q = ys[t].get_unchecked(b).qs.as_ptr().add(64 * k);
+                    let mut slo = _mm512_setzero_si512();
+                    let mut shi = _mm512_setzero_si512();
+                    for j in 0..4 {
+                        // 64 k + 32 + 8 j + 8 <= 256 (chunk pair c = 2 j).
+                        let (ylo, yhi) = (word_pair(q.add(8 * j)), word_pair(q.add(32 + 8 * j)));
+                        if VNNI {
+                            slo = _mm512_dpbusd_epi32(slo, lo[j], ylo);
+                            shi = _mm512_dpbusd_epi32(shi, hi[j], yhi);
+                        } else {
+                            slo = _mm512_add_epi16(slo, _mm512_maddubs_epi16(lo[j], ylo));
+                            shi = _mm512_add_epi16(shi, _mm512_maddubs_epi16(hi[j], yhi));
+                        }
+                    }
+                    let s = _mm512_add_epi32(
+                        _mm512_madd_epi16(slo, sc_lo),
+                        _mm512_madd_epi16(shi, sc_hi),
+                    );
+                    isum[t] = _mm512_add_epi32(isum[t], s);
+                }
             }
             for t in 0..T {
-                // SAFETY: b < ys[t].len() (asserted).
-                let q = unsafe { ys[t].get_unchecked(b).qs.as_ptr().add(64 * k) };
-                let mut slo = _mm512_setzero_si512();
-                let mut shi = _mm512_setzero_si512();
-                for j in 0..4 {
-                    // SAFETY: 64 k + 32 + 8 j + 8 <= 256 (chunk pair c = 2 j).
-                    let (ylo, yhi) =
-                        unsafe { (word_pair(q.add(8 * j)), word_pair(q.add(32 + 8 * j))) };
-                    slo = _mm512_dpbusd_epi32(slo, lo[j], ylo);
-                    shi = _mm512_dpbusd_epi32(shi, hi[j], yhi);
-                }
-                let s =
-                    _mm512_add_epi32(_mm512_madd_epi16(slo, sc_lo), _mm512_madd_epi16(shi, sc_hi));
-                isum[t] = _mm512_add_epi32(isum[t], s);
+                // b < ys[t].len() (asserted above).
+                let yb = ys[t].get_unchecked(b);
+                acc[t] = add_scaled_with_mins(acc[t], d8, m8, &mins, fold_rows(isum[t]), yb);
             }
         }
         for t in 0..T {
-            // SAFETY: b < ys[t].len() (asserted above).
-            let yb = unsafe { ys[t].get_unchecked(b) };
-            acc[t] = add_scaled_with_mins(acc[t], d8, m8, &mins, fold_rows(isum[t]), yb);
+            // `out[t]` is 8 writable f32; unaligned store.
+            _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
         }
-    }
-    for t in 0..T {
-        // SAFETY: `out[t]` is 8 writable f32; unaligned store.
-        unsafe { _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]) };
     }
 }
 
@@ -412,6 +389,7 @@ mod tests {
         // SAFETY (all calls): the CPU has AVX-512 F, BW and VL (checked above).
         tile_is_ref::<1>(p.blocks(), &x, |w, y, o| unsafe { q4_kx8_tile(w, y, o) });
         tile_is_ref::<4>(p.blocks(), &x, |w, y, o| unsafe { q4_kx8_tile(w, y, o) });
+        tile_is_ref::<8>(p.blocks(), &x, |w, y, o| unsafe { q4_kx8_tile(w, y, o) });
         if !crate::simd::avx512_vnni_bw() {
             eprintln!("skipped the VNNI tile: this CPU has no AVX-512 VNNI");
             return;
