@@ -42,16 +42,16 @@ fn run_tile<P: Interleaved, const T: usize>(
     }
 }
 
-/// All `n` tokens of `x` against one group, tile by tile ([`Interleaved::token_tile`]
-/// tokens at a time).
+/// All `n` tokens of `x` against one group, tile by tile (`tile` tokens at a time, at
+/// most [`MAX_TOKEN_TILE`]).
 fn group_all_tokens<P: Interleaved>(
     w: &[P],
     x: &[P::Act],
     n: usize,
+    tile: usize,
     lanes: usize,
     put: &mut impl FnMut(usize, usize, f32),
 ) {
-    let tile = P::token_tile().clamp(1, MAX_TOKEN_TILE);
     let mut t = 0;
     while t < n {
         let m = tile.min(n - t);
@@ -155,12 +155,14 @@ fn tiles<P: Interleaved>(w: &Packed<P>, x: &[P::Act], n: usize, out: &mut [f32])
                 let g0 = c * per_task;
                 for (gi, o8) in o.chunks_mut(ROWS_X8).enumerate() {
                     let g = g0 + gi;
-                    group_all_tokens(group(g), x, 1, lanes(g), &mut |_, i, v| o8[i] = v);
+                    group_all_tokens(group(g), x, 1, 1, lanes(g), &mut |_, i, v| o8[i] = v);
                 }
             });
         return;
     }
-    // Many tokens: each task fills `[n, its rows]`, then the parts are scattered.
+    // Many tokens: each task fills `[n, its rows]`, then the parts are scattered. The
+    // format's tile width is asked once per product, not per group.
+    let tile = P::token_tile().clamp(1, MAX_TOKEN_TILE);
     let tasks = groups.div_ceil(per_task);
     let parts: Vec<(usize, usize, Vec<f32>)> = (0..tasks)
         .into_par_iter()
@@ -172,7 +174,7 @@ fn tiles<P: Interleaved>(w: &Packed<P>, x: &[P::Act], n: usize, out: &mut [f32])
             let mut tmp = vec![0.0f32; n * width];
             for g in g0..g1 {
                 let base = g * ROWS_X8 - r0;
-                group_all_tokens(group(g), x, n, lanes(g), &mut |t, i, v| {
+                group_all_tokens(group(g), x, n, tile, lanes(g), &mut |t, i, v| {
                     tmp[t * width + base + i] = v
                 });
             }

@@ -85,8 +85,7 @@ fn rows_x4(x: __m256i) -> __m512i {
         _mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)),
         _mm256_slli_epi32::<16>(x),
     );
-    let idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    _mm512_permutexvar_epi32(idx, _mm512_castsi256_si512(pair))
+    rows_x2(pair)
 }
 
 /// Each row's two dword lanes added (exact i32), the eight rows in order.

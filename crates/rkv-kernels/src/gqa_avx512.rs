@@ -141,25 +141,36 @@ pub(crate) unsafe fn weighted_sum(
         let gs = SUM_HEADS.min(g - h0);
         let (w, out) = (&w[h0 * n..(h0 + gs) * n], &mut out[h0 * d..(h0 + gs) * d]);
         if d.is_multiple_of(64) {
-            match gs {
-                1 => weighted_sum_g::<1, 4>(v, stride, d, w, out, n),
-                2 => weighted_sum_g::<2, 4>(v, stride, d, w, out, n),
-                3 => weighted_sum_g::<3, 4>(v, stride, d, w, out, n),
-                4 => weighted_sum_g::<4, 4>(v, stride, d, w, out, n),
-                5 => weighted_sum_g::<5, 4>(v, stride, d, w, out, n),
-                _ => weighted_sum_g::<6, 4>(v, stride, d, w, out, n),
-            }
+            weighted_sum_heads::<4>(v, stride, d, w, out, gs, n);
         } else {
-            match gs {
-                1 => weighted_sum_g::<1, 1>(v, stride, d, w, out, n),
-                2 => weighted_sum_g::<2, 1>(v, stride, d, w, out, n),
-                3 => weighted_sum_g::<3, 1>(v, stride, d, w, out, n),
-                4 => weighted_sum_g::<4, 1>(v, stride, d, w, out, n),
-                5 => weighted_sum_g::<5, 1>(v, stride, d, w, out, n),
-                _ => weighted_sum_g::<6, 1>(v, stride, d, w, out, n),
-            }
+            weighted_sum_heads::<1>(v, stride, d, w, out, gs, n);
         }
         h0 += gs;
+    }
+}
+
+/// [`weighted_sum_g`] for `g <= SUM_HEADS` heads, `C` registers per head.
+///
+/// # Safety
+/// As [`weighted_sum_g`], with `1 <= g <= SUM_HEADS`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn weighted_sum_heads<const C: usize>(
+    v: &[f16],
+    stride: usize,
+    d: usize,
+    w: &[f32],
+    out: &mut [f32],
+    g: usize,
+    n: usize,
+) {
+    match g {
+        1 => weighted_sum_g::<1, C>(v, stride, d, w, out, n),
+        2 => weighted_sum_g::<2, C>(v, stride, d, w, out, n),
+        3 => weighted_sum_g::<3, C>(v, stride, d, w, out, n),
+        4 => weighted_sum_g::<4, C>(v, stride, d, w, out, n),
+        5 => weighted_sum_g::<5, C>(v, stride, d, w, out, n),
+        _ => weighted_sum_g::<6, C>(v, stride, d, w, out, n),
     }
 }
 
