@@ -1,6 +1,6 @@
 //! Kernel throughput: quantised matvec/matmul (weights streamed in GB/s) for
 //! SmolLM2-135M shapes and the K-quants on the 1.5B shape's output head, and the f16
-//! attention dot over a 4096-row cache.
+//! dense f16/bf16 products, and the f16 attention dot over a 4096-row cache.
 //! Set `RKV_BENCH_THREADS` (default 1) for the rayon pool size.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -188,6 +188,35 @@ fn bench_kquant(c: &mut Criterion) {
     g.finish();
 }
 
+/// The dense 16-bit products on the default model's shapes (its F16/BF16 files): one
+/// token (decode) and a 512-token prompt chunk, `[rows, cols]` x `[n, cols]`.
+fn bench_dense(c: &mut Criterion) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .build()
+        .unwrap();
+    let mut r = StdRng::seed_from_u64(9);
+    let mut g = c.benchmark_group(format!("dense_t{}", threads()));
+    g.sample_size(10);
+    for (name, rows, cols) in [("1536x576", 1536, 576), ("576x1536", 576, 1536)] {
+        let wf = floats(&mut r, rows * cols);
+        let w16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+        let wb: Vec<bf16> = wf.iter().map(|&v| bf16::from_f32(v)).collect();
+        for n in [1usize, 512] {
+            let x = floats(&mut r, n * cols);
+            let mut out = vec![0.0f32; n * rows];
+            g.throughput(Throughput::Elements((2 * rows * cols * n) as u64));
+            g.bench_function(BenchmarkId::new(format!("f16_{name}"), n), |b| {
+                b.iter(|| pool.install(|| matmul_f16(&w16, rows, &x, n, &mut out).unwrap()))
+            });
+            g.bench_function(BenchmarkId::new(format!("bf16_{name}"), n), |b| {
+                b.iter(|| pool.install(|| matmul_bf16(&wb, rows, &x, n, &mut out).unwrap()))
+            });
+        }
+    }
+    g.finish();
+}
+
 fn bench_attn(c: &mut Criterion) {
     let mut r = StdRng::seed_from_u64(8);
     let (rows, d) = (4096, 64);
@@ -257,5 +286,5 @@ fn bench_attn(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_matmul, bench_kquant, bench_attn);
+criterion_group!(benches, bench_matmul, bench_kquant, bench_dense, bench_attn);
 criterion_main!(benches);
