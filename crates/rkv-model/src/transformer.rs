@@ -150,9 +150,21 @@ impl Transformer {
         let mut up = vec![0f32; n * ff]; // [n, intermediate]
         for (li, l) in self.layers.iter().enumerate() {
             rms_norm(&x, &l.attn_norm, cfg.rms_norm_eps, &mut xn);
-            l.q.forward(&xn, n, &mut q)?;
-            l.k.forward(&xn, n, &mut k)?;
-            l.v.forward(&xn, n, &mut v)?;
+            // Products of the same input run side by side: one wake-up of the pool's
+            // other workers instead of one per product (most of a small model's decode
+            // step is such short products).
+            let (rq, (rk, rv)) = rayon::join(
+                || l.q.forward(&xn, n, &mut q),
+                || {
+                    rayon::join(
+                        || l.k.forward(&xn, n, &mut k),
+                        || l.v.forward(&xn, n, &mut v),
+                    )
+                },
+            );
+            rq?;
+            rk?;
+            rv?;
             if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
                 rms_norm_inplace(&mut q, qn, cfg.rms_norm_eps);
                 rms_norm_inplace(&mut k, kn, cfg.rms_norm_eps);
@@ -164,8 +176,12 @@ impl Transformer {
             l.o.forward(&att, n, &mut proj)?;
             add_assign(&mut x, &proj);
             rms_norm(&x, &l.ffn_norm, cfg.rms_norm_eps, &mut xn);
-            l.gate.forward(&xn, n, &mut gate)?;
-            l.up.forward(&xn, n, &mut up)?;
+            let (rg, ru) = rayon::join(
+                || l.gate.forward(&xn, n, &mut gate),
+                || l.up.forward(&xn, n, &mut up),
+            );
+            rg?;
+            ru?;
             silu_mul(&mut gate, &up);
             l.down.forward(&gate, n, &mut proj)?;
             add_assign(&mut x, &proj);
