@@ -143,8 +143,9 @@ fn empty_rows_give_zeros() {
 
 /// The dense blocked product equals its per-output reference (`dense::dot_ref`) bit for
 /// bit, on the SIMD path where the CPU has one: every token count from 1 to 13 (tiles of
-/// 6 down to 1 tokens on AVX-512, 3 down to 1 on AVX2), row counts off the tiles, lengths off multiples of 8, and 1
-/// or 2 threads; so a token gets the same outputs alone and in a batch.
+/// 6 down to 1 tokens on AVX-512, 3 down to 1 on AVX2), row counts off the tiles,
+/// lengths off multiples of 8, and 1 or 2 threads; so a token gets the same outputs alone
+/// and in a batch.
 #[test]
 fn dense_blocked_product_is_its_reference_bit_for_bit() {
     let mut r = rng(25);
