@@ -210,14 +210,6 @@ fn rows_all_tokens<W: DenseElem, const RM: usize, const TM: usize>(
     }
 }
 
-/// Whether the tiles are AVX-512's (32 registers: [`ROWS_WIDE`] x [`TOKENS_WIDE`]).
-fn wide_registers() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return crate::simd::avx512();
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
 /// Rows per parallel task: about 4 tasks per thread, at least [`TILE_ROWS`].
 fn chunk_rows(rows: usize) -> usize {
     let tasks = 4 * rayon::current_num_threads().max(1);
@@ -246,7 +238,8 @@ fn matmul_dense<W: DenseElem>(
         return Ok(());
     }
     // Many tokens: each task fills `[n, its rows]`, then the parts are scattered.
-    let wide = wide_registers();
+    // AVX-512's tiles have 32 registers: [`ROWS_WIDE`] x [`TOKENS_WIDE`].
+    let wide = crate::simd::avx512();
     let parts: Vec<(usize, usize, Vec<f32>)> = (0..rows.div_ceil(chunk))
         .into_par_iter()
         .map(|c| {

@@ -59,7 +59,7 @@ pub fn gqa_scores_f16(k: &[f16], stride: usize, d: usize, qs: &[f32], scores: &m
         unsafe { crate::gqa_avx512::scores(k, stride, d, qs, scores, g, n) };
         return;
     }
-    head_groups(g, |h0, gs| {
+    head_groups(g, HEADS, |h0, gs| {
         let (q, s) = (
             &qs[h0 * d..(h0 + gs) * d],
             &mut scores[h0 * n..(h0 + gs) * n],
@@ -76,12 +76,12 @@ fn wide_heads(d: usize, g: usize) -> bool {
 }
 
 /// Calls `f(h0, gs)` for consecutive groups `h0..h0 + gs` of the `g` heads, each of at most
-/// `HEADS` (what the SIMD kernels hold in registers): rows `h0..h0 + gs` of the `[g, _]`
-/// buffers.
-fn head_groups(g: usize, mut f: impl FnMut(usize, usize)) {
+/// `most` (what a SIMD kernel holds in registers: [`HEADS`] here): rows `h0..h0 + gs` of
+/// the `[g, _]` buffers.
+fn head_groups(g: usize, most: usize, mut f: impl FnMut(usize, usize)) {
     let mut h0 = 0;
     while h0 < g {
-        let gs = (g - h0).min(HEADS);
+        let gs = (g - h0).min(most);
         f(h0, gs);
         h0 += gs;
     }
@@ -136,12 +136,15 @@ pub fn gqa_weighted_sum_f16(v: &[f16], stride: usize, d: usize, w: &[f32], out: 
     let (g, n) = shape(v.len(), stride, d, out.len(), w.len());
     #[cfg(target_arch = "x86_64")]
     if wide_heads(d, g) {
-        // SAFETY: the CPU has AVX-512F (checked by `wide_heads`); the shapes were checked
-        // by `shape` and `fits`.
-        unsafe { crate::gqa_avx512::weighted_sum(v, stride, d, w, out, g, n) };
+        head_groups(g, crate::gqa_avx512::SUM_HEADS, |h0, gs| {
+            let (o, wg) = (&mut out[h0 * d..(h0 + gs) * d], &w[h0 * n..(h0 + gs) * n]);
+            // SAFETY: the CPU has AVX-512F (checked by `wide_heads`); the shapes were
+            // checked by `shape` and `fits`, and gs <= SUM_HEADS.
+            unsafe { crate::gqa_avx512::weighted_sum(v, stride, d, wg, o, gs, n) };
+        });
         return;
     }
-    head_groups(g, |h0, gs| {
+    head_groups(g, HEADS, |h0, gs| {
         let (o, wg) = (&mut out[h0 * d..(h0 + gs) * d], &w[h0 * n..(h0 + gs) * n]);
         weighted_sum_group(v, stride, d, wg, o, gs, n);
     });

@@ -20,8 +20,9 @@ const BLOCK: usize = 16;
 /// Widest head the score kernel's stack buffer takes.
 const MAX_D: usize = 256;
 
-/// Heads whose weighted sums share one pass over the rows (6 x 4 accumulators).
-const SUM_HEADS: usize = 6;
+/// Heads whose weighted sums share one pass over the rows (6 x 4 accumulators): the most
+/// [`weighted_sum`] takes at once.
+pub(crate) const SUM_HEADS: usize = 6;
 
 /// Whether these kernels take head size `d`.
 pub(crate) fn fits(d: usize) -> bool {
@@ -121,7 +122,8 @@ pub(crate) fn reduce16(v: [__m512; 16]) -> __m512 {
     _mm512_permutexvar_ps(order, w)
 }
 
-/// `out[h] += sum_j w[h * n + j] * row j` for the `g` heads.
+/// `out[h] += sum_j w[h * n + j] * row j` for the `g` (at most [`SUM_HEADS`]) heads; the
+/// caller splits larger groups (`gqa.rs`'s `head_groups`).
 ///
 /// # Safety
 /// As [`scores`], with `out` (`g * d`) for `qs` and `w` (`g * n`) for `scores`.
@@ -135,17 +137,12 @@ pub(crate) unsafe fn weighted_sum(
     g: usize,
     n: usize,
 ) {
-    assert!(fits(d) && out.len() >= g * d && w.len() >= g * n);
-    let mut h0 = 0;
-    while h0 < g {
-        let gs = SUM_HEADS.min(g - h0);
-        let (w, out) = (&w[h0 * n..(h0 + gs) * n], &mut out[h0 * d..(h0 + gs) * d]);
-        if d.is_multiple_of(64) {
-            weighted_sum_heads::<4>(v, stride, d, w, out, gs, n);
-        } else {
-            weighted_sum_heads::<1>(v, stride, d, w, out, gs, n);
-        }
-        h0 += gs;
+    assert!(fits(d) && (1..=SUM_HEADS).contains(&g));
+    assert!(out.len() >= g * d && w.len() >= g * n);
+    if d.is_multiple_of(64) {
+        weighted_sum_heads::<4>(v, stride, d, w, out, g, n);
+    } else {
+        weighted_sum_heads::<1>(v, stride, d, w, out, g, n);
     }
 }
 
