@@ -267,30 +267,6 @@ pub fn dequantize_row_q5_k(x: &[BlockQ5K], y: &mut [f32]) -> Result<(), KernelEr
     Ok(())
 }
 
-/// ggml `vec_dot_q5_K_q8_K`'s exact integer sums per super-block, summed in f32 as
-/// `d * d_y * isum - dmin * d_y * msum` (the reference the packed product is checked
-/// against up to rounding).
-///
-/// # Panics
-/// If `x.len() != y.len()`.
-pub fn vec_dot_q5_k_q8_k_ref(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q5_k_q8_k: block counts differ");
-    let mut acc = 0.0f32;
-    for (b, yb) in x.iter().zip(y) {
-        let (mut isum, mut msum) = (0i32, 0i32);
-        for j in 0..8 {
-            let (sc, m) = scale_min_k4(j, &b.scales);
-            let s: i32 = (0..32)
-                .map(|e| b.quant(j, e) as i32 * yb.qs[32 * j + e] as i32)
-                .sum();
-            isum += sc as i32 * s;
-            msum += m as i32 * (yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32);
-        }
-        acc += b.d.to_f32() * yb.d * isum as f32 - b.dmin.to_f32() * yb.d * msum as f32;
-    }
-    acc
-}
-
 /// ggml `dequantize_row_q6_K`.
 ///
 /// # Errors
@@ -304,24 +280,6 @@ pub fn dequantize_row_q6_k(x: &[BlockQ6K], y: &mut [f32]) -> Result<(), KernelEr
         }
     }
     Ok(())
-}
-
-/// ggml `vec_dot_q6_K_q8_K`'s exact integer sum per super-block,
-/// `sum_v sc * (q - 32) * y`, summed in f32 as `d * d_y * isum` (the reference the
-/// packed product is checked against up to rounding).
-///
-/// # Panics
-/// If `x.len() != y.len()`.
-pub fn vec_dot_q6_k_q8_k_ref(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q6_k_q8_k: block counts differ");
-    let mut acc = 0.0f32;
-    for (b, yb) in x.iter().zip(y) {
-        let isum: i32 = (0..QK_K)
-            .map(|v| b.scales[v / 16] as i32 * (b.quant(v) as i32 - 32) * yb.qs[v] as i32)
-            .sum();
-        acc += b.d.to_f32() * yb.d * isum as f32;
-    }
-    acc
 }
 
 /// ggml's `nearest_int`: round to nearest, ties to even (for |v| < 2^22).
@@ -384,31 +342,4 @@ pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K]) -> Result<(), KernelErro
         return Ok(());
     }
     quantize_row_q8_k_ref(x, y)
-}
-
-/// ggml `vec_dot_q4_K_q8_K` in its portable form's exact integer sums, summed per
-/// super-block in f32 as `d * d_y * isum - dmin * d_y * msum` (the reference the
-/// packed product is checked against up to rounding).
-///
-/// # Panics
-/// If `x.len() != y.len()`.
-pub fn vec_dot_q4_k_q8_k_ref(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q4_k_q8_k: block counts differ");
-    let mut acc = 0.0f32;
-    for (b, yb) in x.iter().zip(y) {
-        let (mut isum, mut msum) = (0i32, 0i32);
-        for j in 0..8 {
-            let (sc, m) = scale_min_k4(j, &b.scales);
-            let mut s = 0i32;
-            for e in 0..32 {
-                let byte = b.qs[32 * (j / 2) + e];
-                let q = if j % 2 == 0 { byte & 0xF } else { byte >> 4 };
-                s += q as i32 * yb.qs[32 * j + e] as i32;
-            }
-            isum += sc as i32 * s;
-            msum += m as i32 * (yb.bsums[2 * j] as i32 + yb.bsums[2 * j + 1] as i32);
-        }
-        acc += b.d.to_f32() * yb.d * isum as f32 - b.dmin.to_f32() * yb.d * msum as f32;
-    }
-    acc
 }

@@ -1,5 +1,5 @@
 //! ggml's 5-bit block layouts (Q5_0, Q5_1): their safe decoding from GGUF bytes, the
-//! row dequantisers and ggml's scalar row dot products (the test oracles of the packed
+//! row dequantisers and ggml's x86 row dot products (the test oracles of the packed
 //! products). llama.cpp writes them where a K-quant does not fit a tensor's rows (a row
 //! length that is not a multiple of 256, as SmolLM2's 576): the bulk of a Q4_K_M
 //! (Q5_0) or Q5_K_M (Q5_1) file of such a model.
@@ -7,13 +7,14 @@
 //! A block covers [`QK`] = 32 values: value `j` (0..16) in the low nibble of `qs[j]`,
 //! value `j + 16` in its high nibble, and the fifth bit of value `j` in bit `j` of the
 //! little-endian `qh` word. Formulas follow ggml (`ggml-quants.c`
-//! `dequantize_row_q5_0`, `ggml_vec_dot_q5_0_q8_0_generic` and the Q5_1 ones).
+//! `dequantize_row_q5_0`, `arch/x86/quants.c` `ggml_vec_dot_q5_0_q8_0` and the Q5_1 ones).
 //!
 //! Must not know: packing, threads, models.
 
 use half::f16;
 
 use crate::blocks::{f16_at, Block, BlockQ8_0, BlockQ8_1, QK};
+use crate::dot::{hsum8, lanes};
 use crate::error::{check_len, KernelError};
 
 /// `d * (q - 16)`, 5-bit (ggml `block_q5_0`, 22 bytes).
@@ -111,36 +112,39 @@ pub fn dequantize_row_q5_1(x: &[BlockQ5_1], y: &mut [f32]) -> Result<(), KernelE
     Ok(())
 }
 
-/// ggml's scalar `vec_dot_q5_0_q8_0`: per block `sumf += (dx * dy) * isum`.
+/// ggml's x86 `ggml_vec_dot_q5_0_q8_0`, bit for bit: per block, 8 lanes of 4 values
+/// accumulate `fma(dx * dy, lane_sum, acc)`, reduced in `hsum_float_8`'s order (as
+/// [`crate::dot`]'s Q4_0 dot).
 ///
 /// # Panics
 /// If `x.len() != y.len()`.
 pub fn vec_dot_q5_0_q8_0_ref(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_q5_0_q8_0: block counts differ");
-    let mut sumf = 0.0f32;
+    let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
-        let isum: i32 = (0..QK)
-            .map(|j| (value5(&xb.qh, &xb.qs, j) - 16) * yb.qs[j] as i32)
-            .sum();
-        sumf += (xb.d.to_f32() * yb.d.to_f32()) * isum as f32;
+        let d = xb.d.to_f32() * yb.d.to_f32();
+        lanes(&mut acc, d, |j| {
+            (value5(&xb.qh, &xb.qs, j) - 16) * yb.qs[j] as i32
+        });
     }
-    sumf
+    hsum8(&acc)
 }
 
-/// ggml's scalar `vec_dot_q5_1_q8_1`: per block `sumf += (dx * dy) * isum + m * s`.
+/// ggml's x86 `ggml_vec_dot_q5_1_q8_1`, bit for bit: the lanes as Q5_0's, plus
+/// `summs = fma(m, s, summs)` block by block (the C compiler contracts `summs += m * s`).
 ///
 /// # Panics
 /// If `x.len() != y.len()`.
 pub fn vec_dot_q5_1_q8_1_ref(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_q5_1_q8_1: block counts differ");
-    let mut sumf = 0.0f32;
+    let mut acc = [0.0f32; 8];
+    let mut summs = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
-        let isum: i32 = (0..QK)
-            .map(|j| value5(&xb.qh, &xb.qs, j) * yb.qs[j] as i32)
-            .sum();
-        sumf += (xb.d.to_f32() * yb.d.to_f32()) * isum as f32 + xb.m.to_f32() * yb.s.to_f32();
+        summs = xb.m.to_f32().mul_add(yb.s.to_f32(), summs);
+        let d = xb.d.to_f32() * yb.d.to_f32();
+        lanes(&mut acc, d, |j| value5(&xb.qh, &xb.qs, j) * yb.qs[j] as i32);
     }
-    sumf
+    hsum8(&acc) + summs
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ fn nibble(qs: &[u8; QK / 2], j: usize) -> i32 {
 
 /// Accumulates one block into the 8 lanes: `acc[l] = fma(d, sum_l, acc[l])`.
 #[inline]
-fn lanes(acc: &mut [f32; 8], d: f32, prod: impl Fn(usize) -> i32) {
+pub(crate) fn lanes(acc: &mut [f32; 8], d: f32, prod: impl Fn(usize) -> i32) {
     for (l, a) in acc.iter_mut().enumerate() {
         let s: i32 = (4 * l..4 * l + 4).map(&prod).sum();
         *a = d.mul_add(s as f32, *a);

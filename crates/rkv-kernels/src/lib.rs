@@ -24,6 +24,7 @@ mod dense_avx512;
 pub mod dot;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx2;
+pub mod dot_k;
 pub mod error;
 pub mod gemm;
 #[cfg(target_arch = "x86_64")]
@@ -66,8 +67,7 @@ pub use blocks::{
 };
 pub use blocks_k::{
     dequantize_row_q4_k, dequantize_row_q5_k, dequantize_row_q6_k, quantize_row_q8_k,
-    quantize_row_q8_k_ref, vec_dot_q4_k_q8_k_ref, vec_dot_q5_k_q8_k_ref, vec_dot_q6_k_q8_k_ref,
-    BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
+    quantize_row_q8_k_ref, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K,
 };
 pub use blocks_q5::{
     dequantize_row_q5_0, dequantize_row_q5_1, vec_dot_q5_0_q8_0_ref, vec_dot_q5_1_q8_1_ref,
@@ -78,6 +78,7 @@ pub use dot::{
     vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_ref, vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_ref,
     vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_ref,
 };
+pub use dot_k::{vec_dot_q4_k_q8_k_ref, vec_dot_q5_k_q8_k_ref, vec_dot_q6_k_q8_k_ref};
 pub use error::KernelError;
 pub use gemm::{matmul_packed, matmul_packed_tiles};
 pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
