@@ -4,7 +4,10 @@
 // Usage: greedy MODEL.gguf MAX_NEW EOS_ID < prompts
 // Each input line is one prompt's token ids (space-separated); each output line is the
 // greedy continuation as "id:margin" pairs, margin = (l1 - l2) / |l1| of llama.cpp's own
-// logits at that step. Stops at EOS_ID (included) or after MAX_NEW tokens. Settings as
+// logits at that step. Stops at EOS_ID (included) or after MAX_NEW tokens. A line
+// "PROMPT | FORCED" teacher-forces: after each step the next FORCED token is fed instead
+// of llama.cpp's own choice (which is still what is printed), for as many steps as
+// FORCED has tokens. Settings as
 // shared/reference/README.md: 2 threads, f16 KV cache, flash attention off, one batch
 // for the prompt, then one token at a time.
 #include <cmath>
@@ -34,12 +37,18 @@ int main(int argc, char ** argv) {
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     std::string line;
     while (std::getline(std::cin, line)) {
-        std::vector<llama_token> prompt;
-        std::istringstream in(line);
+        std::vector<llama_token> prompt, forced;
+        const size_t bar = line.find('|');
+        std::istringstream in(line.substr(0, bar));
         for (long id; in >> id;) prompt.push_back((llama_token) id);
+        if (bar != std::string::npos) {
+            std::istringstream rest(line.substr(bar + 1));
+            for (long id; rest >> id;) forced.push_back((llama_token) id);
+        }
         if (prompt.empty()) continue;
+        const int steps = forced.empty() ? max_new : (int) forced.size();
         llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = prompt.size() + max_new + 8;
+        cp.n_ctx = prompt.size() + steps + 8;
         cp.n_batch = cp.n_ctx;
         cp.n_ubatch = cp.n_ctx;
         cp.n_threads = 2;
@@ -54,7 +63,7 @@ int main(int argc, char ** argv) {
         }
         llama_batch batch = llama_batch_get_one(prompt.data(), (int32_t) prompt.size());
         llama_token next = 0;
-        for (int step = 0; step < max_new; ++step) {
+        for (int step = 0; step < steps; ++step) {
             if (llama_decode(ctx, batch) != 0) {
                 fprintf(stderr, "decode failed at step %d\n", step);
                 return 1;
@@ -70,7 +79,7 @@ int main(int argc, char ** argv) {
             }
             const float margin = (logits[best] - second) / std::fabs(logits[best]);
             printf("%s%d:%.6g", step ? " " : "", best, margin);
-            next = best;
+            next = forced.empty() ? best : forced[step];
             if (next == eos) break;
             batch = llama_batch_get_one(&next, 1);
         }

@@ -10,6 +10,12 @@
 # SIMD paths there and parts from its AVX2 build: scripts/llamacpp/compare_references.py,
 # docs/testing.md).
 #
+# With `--forced REF.jsonl` it writes nothing: this machine's llama.cpp is teacher-forced
+# along REF's tokens (each step fed REF's token, not its own choice) and the script prints
+# where its own choice differs from REF's and at which of REF's margins. Run on an AVX-512
+# machine against the AVX2 reference, that is llama.cpp against itself on the same
+# contexts (docs/testing.md).
+#
 # LLAMA_CPP: a llama.cpp source tree built with cmake into build/ (BENCHMARKS.md, "Building
 # llama.cpp here"); LLAMA_CPP_VERSION: what to record as its version.
 set -euo pipefail
@@ -23,6 +29,10 @@ trap 'rm -rf "$work"' EXIT
 g++ -O2 -std=c++17 -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" scripts/llamacpp/greedy.cpp \
   -L"$LLAMA_CPP/build/bin" -lllama -Wl,-rpath,"$LLAMA_CPP/build/bin" -o "$work/greedy"
 PROMPTS=crates/rkv-engine/tests/data/llamacpp_greedy.jsonl
+FORCED=""
+if [ "${1:-}" = --forced ]; then
+  FORCED=${2:?--forced needs a reference .jsonl}
+fi
 OUT=$(scripts/results_path.sh llamacpp_requant crates/rkv-engine/tests/data)
 MACHINE=$(lscpu | sed -n 's/^Model name: *//p')
 python3 -c '
@@ -33,8 +43,43 @@ for line in open(sys.argv[1]):
 ' "$PROMPTS" > "$work/prompts.txt"
 for t in q4_k_m q5_k_m q6_k q8_0; do
   "$RKV" quantize "$MODEL" "$work/$t.gguf" --type "$t" >&2
-  "$work/greedy" "$work/$t.gguf" 48 2 < "$work/prompts.txt" > "$work/$t.out" 2> "$work/$t.log"
+  if [ -n "$FORCED" ]; then
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line) if line.strip() else None
+    if r and r["file_type"] == sys.argv[2]:
+        print(" ".join(map(str, r["prompt_token_ids"])), "|", " ".join(map(str, r["token_ids"])))
+' "$FORCED" "$t" > "$work/$t.forced.txt"
+    "$work/greedy" "$work/$t.gguf" 48 2 < "$work/$t.forced.txt" > "$work/$t.out" 2> "$work/$t.log"
+  else
+    "$work/greedy" "$work/$t.gguf" 48 2 < "$work/prompts.txt" > "$work/$t.out" 2> "$work/$t.log"
+  fi
 done
+if [ -n "$FORCED" ]; then
+  python3 - "$FORCED" "$work" <<'PY'
+import json, sys
+ref_path, work = sys.argv[1:]
+rows = [json.loads(l) for l in open(ref_path) if l.strip()]
+steps, differ = 0, []
+for t in ["q4_k_m", "q5_k_m", "q6_k", "q8_0"]:
+    mine = [l.split() for l in open(f"{work}/{t}.out")]
+    refs = [r for r in rows if r["file_type"] == t]
+    assert len(mine) == len(refs), (t, len(mine), len(refs))
+    for i, (r, out) in enumerate(zip(refs, mine)):
+        got = [int(x.split(":")[0]) for x in out]
+        assert len(got) == len(r["token_ids"]), (t, i)
+        for s, (g, w, m) in enumerate(zip(got, r["token_ids"], r["top2_rel_margin"])):
+            steps += 1
+            if g != w:
+                differ.append((m, t, i, s))
+print(f"teacher-forced along {ref_path}: {len(differ)} of {steps} choices differ, "
+      f"{sum(m >= 0.005 for m, *_ in differ)} where the reference's margin is at least 0.5%")
+for m, t, i, s in sorted(differ, reverse=True):
+    print(f"  {t} prompt {i} step {s}: reference margin {m:.4f}")
+PY
+  exit 0
+fi
 python3 - "$PROMPTS" "$work" "${LLAMA_CPP_VERSION:-llama.cpp at $LLAMA_CPP}" "$MACHINE" \
   > "$OUT" <<'PY'
 import hashlib, json, sys

@@ -1,30 +1,35 @@
 //! Parity with llama.cpp on the default model requantised by `rkv quantize` to Q4_K_M,
 //! Q5_K_M, Q6_K and Q8_0, which run rkv's own Q5_0, Q5_1, Q8_0, Q4_K and Q6_K products
 //! (llama.cpp's type choice puts the 576-wide rows in Q5_0, Q5_1 or Q8_0 and the
-//! 1536-wide `ffn_down` in K-quants). Greedy tokens must equal llama.cpp's at every step
-//! where llama.cpp's relative top-2 margin is at least 3%; at a step below that, the two
-//! may choose differently and part.
+//! 1536-wide `ffn_down` in K-quants).
 //!
-//! Why 3% and not less: with 8-bit activations the forward pass is chaotic, so two engines
-//! whose sums differ only in float order part wherever a step is close. llama.cpp does not
-//! meet 0.5% against itself: its AVX2 and AVX-512 builds (same source, same files) part on
-//! 18 of these 24 runs at own margins up to 2.3% (`llamacpp_requant.avx512.jsonl` beside
-//! the reference; `scripts/llamacpp/compare_references.py`; docs/testing.md). Steps where
-//! llama.cpp's margin is 0.5-3% do part here too: 0.53% (Q5_K_M), 0.56% (Q8_0) and 2.7%
-//! (Q6_K). The test still fails on a broken kernel: most prompts' first steps have
-//! margins of 3-15%, and 23 of the 24 runs agree for 3 to 48 steps before parting.
+//! rkv is teacher-forced along llama.cpp's greedy path (prompt, then llama.cpp's tokens
+//! one at a time, as llama.cpp decoded them), so every one of the 1018 steps is compared
+//! on the same context, not only those before the two first part. rkv's greedy choice
+//! must equal llama.cpp's wherever llama.cpp's relative top-2 margin is at least 3%, and
+//! where it is at least 0.5% the two may differ on at most 32 steps.
+//!
+//! Why not "equal wherever the margin is above 0.5%": llama.cpp does not meet that against
+//! itself. Its build on an AVX-512 machine (same source, same files), teacher-forced along
+//! this reference the same way (`scripts/llamacpp/requant_reference.sh --forced`), chooses
+//! differently on 31 of the 1018 steps: 16 of them at reference margins of 0.5% or more,
+//! up to 1.75% (docs/testing.md). The bounds above leave room for the other kind of
+//! machine, whose attention kernels round differently; rkv on an AVX-512 Xeon differs on
+//! 32 steps, 17 of them at 0.5% or more, up to 1.4%. A broken kernel fails at once: most
+//! steps have margins of 3-15%.
 //!
 //! The reference, `tests/data/llamacpp_requant.jsonl`, was made by
 //! `scripts/llamacpp/requant_reference.sh`: the same `rkv quantize` files (each file's
 //! SHA-256 is recorded and checked here, so llama.cpp ran exactly what rkv runs), greedy
 //! through llama.cpp's library (`scripts/llamacpp/greedy.cpp`: 2 threads, f16 KV, flash
-//! attention off) on the six public reference prompts.
+//! attention off) on the six public reference prompts, on a machine with AVX2.
 
 mod common;
 
 use std::path::Path;
 
-use common::{greedy, ids, model_path};
+use common::{ids, model_path};
+use rkv_core::config::CompressionConfig;
 use rkv_engine::{Engine, EngineConfig, KvDtype};
 use rkv_model::weights::quant_layout::FileType;
 use rkv_model::weights::requantize::requantize;
@@ -32,8 +37,11 @@ use rkv_model::WeightMode;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// llama.cpp's top-2 margin below which the two engines may choose differently.
-const NEAR_TIE: f64 = 0.03;
+/// llama.cpp's top-2 margin from which rkv must choose as llama.cpp did.
+const MUST_MATCH: f64 = 0.03;
+/// The margin of the issue's ask, and how many steps at or above it may differ.
+const ASKED: f64 = 0.005;
+const ASKED_MAX_DIFFERING: usize = 32;
 
 fn reference(file_type: &str) -> Vec<Value> {
     let path = concat!(
@@ -59,7 +67,15 @@ fn sha256(path: &Path) -> String {
         .collect()
 }
 
-fn matches_llamacpp(file_type: &str) {
+/// One step where rkv chose otherwise than llama.cpp: llama.cpp's margin there, and where.
+struct Differs {
+    margin: f64,
+    at: String,
+}
+
+/// Teacher-forces rkv along llama.cpp's path on one requantised file; returns the steps
+/// compared and those where rkv's greedy choice differs.
+fn follow_llamacpp(file_type: &str) -> (usize, Vec<Differs>) {
     let refs = reference(file_type);
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join(format!("{file_type}.gguf"));
@@ -81,8 +97,9 @@ fn matches_llamacpp(file_type: &str) {
         },
     )
     .expect("engine");
-    let mut report = Vec::new();
+    let (mut steps, mut differs) = (0, Vec::new());
     for (i, r) in refs.iter().enumerate() {
+        let prompt = ids(&r["prompt_token_ids"]);
         let want = ids(&r["token_ids"]);
         let margins: Vec<f64> = r["top2_rel_margin"]
             .as_array()
@@ -90,39 +107,72 @@ fn matches_llamacpp(file_type: &str) {
             .iter()
             .map(|m| m.as_f64().expect("margin"))
             .collect();
-        let got = greedy(&mut e, &ids(&r["prompt_token_ids"]), want.len());
-        let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
-        if same < want.len() {
-            assert!(
-                margins[same] < NEAR_TIE,
-                "{file_type} prompt {i}: step {same}: rkv chose {:?}, llama.cpp {} with a top-2 \
-                 margin of {} (at least {NEAR_TIE}); rkv {got:?}, llama.cpp {want:?}",
-                got.get(same),
-                want[same],
-                margins[same]
-            );
+        let tokens: Vec<u32> = prompt.iter().chain(&want).copied().collect();
+        let mut got = Vec::new();
+        e.teacher_force(
+            &tokens,
+            prompt.len(),
+            CompressionConfig::full(),
+            1,
+            |_, l| got.push(argmax(l)),
+        )
+        .expect("teacher forcing");
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "{file_type} prompt {i}: steps observed"
+        );
+        steps += want.len();
+        for (s, ((g, w), m)) in got.iter().zip(&want).zip(&margins).enumerate() {
+            if g != w {
+                differs.push(Differs {
+                    margin: *m,
+                    at: format!("{file_type} prompt {i} step {s}: rkv {g}, llama.cpp {w}"),
+                });
+            }
         }
-        report.push((same, want.len()));
     }
-    eprintln!("{file_type}: matching steps per prompt (matching, of): {report:?}");
+    (steps, differs)
+}
+
+fn argmax(l: &[f32]) -> u32 {
+    let mut best = 0;
+    for (k, &v) in l.iter().enumerate() {
+        if v > l[best] {
+            best = k;
+        }
+    }
+    best as u32
 }
 
 #[test]
-fn q4_k_m_matches_llamacpp() {
-    matches_llamacpp("q4_k_m");
-}
-
-#[test]
-fn q5_k_m_matches_llamacpp() {
-    matches_llamacpp("q5_k_m");
-}
-
-#[test]
-fn q6_k_matches_llamacpp() {
-    matches_llamacpp("q6_k");
-}
-
-#[test]
-fn q8_0_matches_llamacpp() {
-    matches_llamacpp("q8_0");
+fn requantised_files_follow_llamacpp() {
+    let (mut steps, mut differs) = (0, Vec::new());
+    for t in ["q4_k_m", "q5_k_m", "q6_k", "q8_0"] {
+        let (n, d) = follow_llamacpp(t);
+        let worst = d.iter().map(|d| d.margin).fold(0.0, f64::max);
+        let asked = d.iter().filter(|d| d.margin >= ASKED).count();
+        eprintln!(
+            "{t}: {} of {n} steps differ, {asked} at llama.cpp margins >= {ASKED}, largest {worst:.4}",
+            d.len()
+        );
+        steps += n;
+        differs.extend(d);
+    }
+    let must: Vec<&str> = differs
+        .iter()
+        .filter(|d| d.margin >= MUST_MATCH)
+        .map(|d| d.at.as_str())
+        .collect();
+    assert!(
+        must.is_empty(),
+        "rkv chose otherwise where llama.cpp's margin is at least {MUST_MATCH}:\n{}",
+        must.join("\n")
+    );
+    let asked = differs.iter().filter(|d| d.margin >= ASKED).count();
+    assert!(
+        asked <= ASKED_MAX_DIFFERING,
+        "{asked} of {steps} steps differ at llama.cpp margins of {ASKED} or more (at most \
+         {ASKED_MAX_DIFFERING}; llama.cpp's AVX-512 build differs on 16)"
+    );
 }
