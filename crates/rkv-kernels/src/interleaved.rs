@@ -13,7 +13,7 @@
 //!
 //! Must not know: models, threads (the driver in `gemm.rs` owns parallelism).
 
-use crate::blocks::QK;
+use crate::blocks::{Block, QK};
 use crate::error::{check_len, check_multiple, KernelError};
 
 /// Rows interleaved in one packed block.
@@ -91,22 +91,47 @@ impl<P: Interleaved> Packed<P> {
     /// # Errors
     /// When `w.len()` is not a multiple of `rows` (or `w` is not empty when `rows == 0`).
     pub fn pack(w: &[P::Row], rows: usize) -> Result<Self, KernelError> {
+        Self::pack_with(w.len(), rows, |i| w[i])
+    }
+
+    /// Repacks row-major blocks `[rows, nb]` straight from a GGUF tensor's bytes, each
+    /// block decoded once on its way in (no vector of decoded blocks beside the packed
+    /// one: loading a model touches each byte of memory once).
+    ///
+    /// # Errors
+    /// When `bytes` is not a whole number of blocks, or their count not a multiple of
+    /// `rows`.
+    pub fn pack_bytes(bytes: &[u8], rows: usize) -> Result<Self, KernelError>
+    where
+        P::Row: Block,
+    {
+        check_multiple("block bytes", bytes.len(), P::Row::BYTES)?;
+        let at = |i: usize| P::Row::decode(&bytes[i * P::Row::BYTES..(i + 1) * P::Row::BYTES]);
+        Self::pack_with(bytes.len() / P::Row::BYTES, rows, at)
+    }
+
+    /// [`Self::pack`] over `count` row-major blocks, block `i` given by `block(i)`.
+    fn pack_with(
+        count: usize,
+        rows: usize,
+        block: impl Fn(usize) -> P::Row,
+    ) -> Result<Self, KernelError> {
         if rows == 0 {
-            check_len(P::NAME, 0, w.len())?;
+            check_len(P::NAME, 0, count)?;
             return Ok(Self {
                 rows,
                 nb: 0,
                 blocks: Vec::new(),
             });
         }
-        check_multiple(P::NAME, w.len(), rows)?;
-        let nb = w.len() / rows;
+        check_multiple(P::NAME, count, rows)?;
+        let nb = count / rows;
         let groups = rows.div_ceil(ROWS_X8);
         let mut blocks = vec![P::default(); groups * nb];
-        for (r, row) in w.chunks_exact(nb.max(1)).enumerate().take(rows) {
+        for r in 0..rows {
             let (g, i) = (r / ROWS_X8, r % ROWS_X8);
-            for (b, src) in row.iter().enumerate() {
-                blocks[g * nb + b].put(i, src);
+            for b in 0..nb {
+                blocks[g * nb + b].put(i, &block(r * nb + b));
             }
         }
         Ok(Self { rows, nb, blocks })

@@ -192,11 +192,30 @@ fn product<P: Interleaved>(w: &Packed<P>, x: &[P::Act], n: usize, threads: usize
     out
 }
 
-fn packing_keeps_every_block<P: Format>(seed: u64) {
+/// The blocks as their GGUF bytes (the block types are `repr(C)` with the file's layout).
+fn as_bytes<B: Block>(w: &[B]) -> &[u8] {
+    assert_eq!(std::mem::size_of::<B>(), B::BYTES);
+    // SAFETY: `w` is `w.len()` initialised `repr(C)` blocks of `B::BYTES` bytes without
+    // padding (asserted above), read as bytes for the borrow's lifetime.
+    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
+}
+
+fn packing_keeps_every_block<P>(seed: u64)
+where
+    P: Format + PartialEq,
+    P::Row: Block + PartialEq + std::fmt::Debug,
+{
     let mut r = rng(seed);
     for (rows, nb) in SHAPES {
         let w = P::weights(&mut r, rows * nb);
         let p = Packed::<P>::pack(&w, rows).unwrap();
+        let bytes = as_bytes(&w);
+        assert_eq!(blocks_from_bytes::<P::Row>(bytes).unwrap(), w);
+        assert!(
+            Packed::<P>::pack_bytes(bytes, rows).unwrap() == p,
+            "pack_bytes differs"
+        );
+        assert!(Packed::<P>::pack_bytes(&bytes[1..], rows).is_err());
         assert_eq!((p.rows(), p.blocks_per_row()), (rows, nb));
         assert_eq!(p.blocks().len(), rows.div_ceil(8) * nb);
         for i in 0..rows {

@@ -14,8 +14,8 @@ use rayon::prelude::*;
 use candle_core::quantized::GgmlDType;
 use rkv_kernels as k;
 use rkv_kernels::{
-    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, PackedQ4K,
-    PackedQ4_1, PackedQ5K, PackedQ5_0, PackedQ5_1, PackedQ6K, PackedQ8_0, QK, QK_K,
+    BlockQ4_0, PackedQ4K, PackedQ4_1, PackedQ5K, PackedQ5_0, PackedQ5_1, PackedQ6K, PackedQ8_0, QK,
+    QK_K,
 };
 
 use crate::error::{ModelError, Result};
@@ -58,7 +58,9 @@ pub enum Weight {
 impl Weight {
     /// Picks rkv's own kernels for the block types they cover, candle's otherwise.
     pub fn from_qtensor(t: QTensor) -> Result<Self> {
-        let kerr = |e: k::KernelError| ModelError::BadInput(format!("quantised weight: {e}"));
+        if !Self::native(t.dtype()) {
+            return Ok(Weight::Quant(Arc::new(t)));
+        }
         // [.., rows, cols]: rows is the second-to-last dimension.
         let dims = t.shape().dims();
         let rows = if dims.len() >= 2 {
@@ -66,37 +68,37 @@ impl Weight {
         } else {
             1
         };
-        Ok(match t.dtype() {
-            GgmlDType::Q4_0 => Weight::Q4_0(k::blocks_from_bytes(&t.data()?).map_err(kerr)?),
-            GgmlDType::Q4_1 => {
-                let blocks: Vec<BlockQ4_1> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                Weight::Q4_1(PackedQ4_1::pack(&blocks, rows).map_err(kerr)?)
+        Self::from_ggml_bytes(t.dtype(), &t.data()?, rows)
+    }
+
+    /// Whether rkv's own kernels take GGUF blocks of `dtype` ([`Self::from_ggml_bytes`]).
+    pub fn native(dtype: GgmlDType) -> bool {
+        use GgmlDType::*;
+        matches!(dtype, Q4_0 | Q4_1 | Q8_0 | Q5_0 | Q5_1 | Q4K | Q5K | Q6K)
+    }
+
+    /// A `[rows, cols]` weight from its GGUF bytes (row-major blocks of `dtype`), packed
+    /// for rkv's kernels as each block is decoded.
+    ///
+    /// # Errors
+    /// When `dtype` is not [`Self::native`], or the bytes are not `rows` whole rows of
+    /// blocks.
+    pub fn from_ggml_bytes(dtype: GgmlDType, bytes: &[u8], rows: usize) -> Result<Self> {
+        let kerr = |e: k::KernelError| ModelError::BadInput(format!("quantised weight: {e}"));
+        Ok(match dtype {
+            GgmlDType::Q4_0 => Weight::Q4_0(k::blocks_from_bytes(bytes).map_err(kerr)?),
+            GgmlDType::Q4_1 => Weight::Q4_1(PackedQ4_1::pack_bytes(bytes, rows).map_err(kerr)?),
+            GgmlDType::Q8_0 => Weight::Q8_0(PackedQ8_0::pack_bytes(bytes, rows).map_err(kerr)?),
+            GgmlDType::Q5_0 => Weight::Q5_0(PackedQ5_0::pack_bytes(bytes, rows).map_err(kerr)?),
+            GgmlDType::Q5_1 => Weight::Q5_1(PackedQ5_1::pack_bytes(bytes, rows).map_err(kerr)?),
+            GgmlDType::Q4K => Weight::Q4K(PackedQ4K::pack_bytes(bytes, rows).map_err(kerr)?),
+            GgmlDType::Q5K => Weight::Q5K(PackedQ5K::pack_bytes(bytes, rows).map_err(kerr)?),
+            GgmlDType::Q6K => Weight::Q6K(PackedQ6K::pack_bytes(bytes, rows).map_err(kerr)?),
+            other => {
+                return Err(ModelError::BadInput(format!(
+                    "{other:?} weights are not one of rkv's own block types"
+                )))
             }
-            GgmlDType::Q8_0 => {
-                let blocks: Vec<BlockQ8_0> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                Weight::Q8_0(PackedQ8_0::pack(&blocks, rows).map_err(kerr)?)
-            }
-            GgmlDType::Q5_0 => {
-                let blocks: Vec<BlockQ5_0> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                Weight::Q5_0(PackedQ5_0::pack(&blocks, rows).map_err(kerr)?)
-            }
-            GgmlDType::Q5_1 => {
-                let blocks: Vec<BlockQ5_1> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                Weight::Q5_1(PackedQ5_1::pack(&blocks, rows).map_err(kerr)?)
-            }
-            GgmlDType::Q4K => {
-                let blocks: Vec<BlockQ4K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                Weight::Q4K(PackedQ4K::pack(&blocks, rows).map_err(kerr)?)
-            }
-            GgmlDType::Q5K => {
-                let blocks: Vec<BlockQ5K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                Weight::Q5K(PackedQ5K::pack(&blocks, rows).map_err(kerr)?)
-            }
-            GgmlDType::Q6K => {
-                let blocks: Vec<BlockQ6K> = k::blocks_from_bytes(&t.data()?).map_err(kerr)?;
-                Weight::Q6K(PackedQ6K::pack(&blocks, rows).map_err(kerr)?)
-            }
-            _ => Weight::Quant(Arc::new(t)),
         })
     }
 }

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::Device;
 
@@ -25,6 +25,9 @@ pub struct GgufSource {
     content: Content,
     reader: BufReader<Box<dyn ReadSeek>>,
     mode: WeightMode,
+    /// The bytes of the last tensor read whole ([`Self::raw_bytes`]), reused from tensor
+    /// to tensor so that loading faults a buffer's pages in once, not once per tensor.
+    scratch: Vec<u8>,
 }
 
 /// What the source reads from: a file, or bytes in memory.
@@ -121,14 +124,7 @@ impl GgufSource {
         })?;
         for (name, info) in &content.tensor_infos {
             // Checked: a crafted shape or offset must not wrap past this test.
-            let end = info
-                .shape
-                .dims()
-                .iter()
-                .try_fold(1usize, |n, &d| n.checked_mul(d))
-                .and_then(|n| {
-                    (n / info.ggml_dtype.block_size()).checked_mul(info.ggml_dtype.type_size())
-                })
+            let end = tensor_bytes(info)
                 .and_then(|bytes| u64::try_from(bytes).ok())
                 .and_then(|bytes| {
                     content
@@ -148,6 +144,7 @@ impl GgufSource {
             content,
             reader,
             mode,
+            scratch: Vec::new(),
         })
     }
 
@@ -266,8 +263,8 @@ impl GgufSource {
         }
     }
 
-    /// Tensor `name` as stored (checked non-empty).
-    pub(crate) fn qtensor(&mut self, name: &str) -> Result<QTensor> {
+    /// Tensor `name`'s description, checked non-empty.
+    fn info(&self, name: &str) -> Result<&TensorInfo> {
         let Some(info) = self.content.tensor_infos.get(name) else {
             return Err(ModelError::MissingTensor(name.to_string()));
         };
@@ -283,6 +280,12 @@ impl GgufSource {
                 ),
             });
         }
+        Ok(info)
+    }
+
+    /// Tensor `name` as stored (checked non-empty).
+    pub(crate) fn qtensor(&mut self, name: &str) -> Result<QTensor> {
+        self.info(name)?;
         self.content
             .tensor(&mut self.reader, name, &Device::Cpu)
             .map_err(|e| ModelError::BadGguf {
@@ -291,9 +294,41 @@ impl GgufSource {
             })
     }
 
+    /// Tensor `name`'s bytes as stored (checked non-empty), read into the reused
+    /// scratch buffer: the weights rkv packs itself are built from these, with no
+    /// copy in between.
+    fn raw_bytes(&mut self, name: &str) -> Result<&[u8]> {
+        let info = self.info(name)?;
+        // Both in range: `from_reader` checked that the tensor lies inside the file.
+        let len = tensor_bytes(info).unwrap_or(0);
+        let start = self.content.tensor_data_offset + info.offset;
+        let io = |source| ModelError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        if self.scratch.len() < len {
+            self.scratch.resize(len, 0);
+        }
+        self.reader.seek(SeekFrom::Start(start)).map_err(io)?;
+        self.reader
+            .read_exact(&mut self.scratch[..len])
+            .map_err(io)?;
+        Ok(&self.scratch[..len])
+    }
+
     fn raw_vector(&mut self, name: &str) -> Result<Vec<f32>> {
         dequantize_f32(&self.qtensor(name)?)
     }
+}
+
+/// Bytes of a tensor's data, `None` where its shape overflows.
+fn tensor_bytes(info: &TensorInfo) -> Option<usize> {
+    let n = info
+        .shape
+        .dims()
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    (n / info.ggml_dtype.block_size()).checked_mul(info.ggml_dtype.type_size())
 }
 
 /// Every element of `t` as f32, flattened.
@@ -329,8 +364,8 @@ impl TensorSource for GgufSource {
         with_bias: bool,
     ) -> Result<Linear> {
         let wname = Self::gguf_name(name, false);
-        let t = self.qtensor(&wname)?;
-        let dims = t.shape().dims().to_vec();
+        let info = self.info(&wname)?;
+        let (dtype, dims) = (info.ggml_dtype, info.shape.dims().to_vec());
         if dims != [rows, cols] {
             return Err(ModelError::BadShape {
                 name: wname,
@@ -338,18 +373,27 @@ impl TensorSource for GgufSource {
                 want: vec![rows, cols],
             });
         }
-        check_supported(&wname, t.dtype())?;
+        check_supported(&wname, dtype)?;
         // Dense weights are held as stored (f16, bf16, f32); everything is f32 in
-        // `WeightMode::F32`.
-        let weight = match (self.mode, t.dtype()) {
-            (WeightMode::F32, _) | (_, GgmlDType::F32) => Weight::F32(dequantize_f32(&t)?),
-            (_, GgmlDType::F16) => {
-                Weight::F16(le_u16s(&t.data()?).map(half::f16::from_bits).collect())
+        // `WeightMode::F32`. rkv's own formats are packed straight from the file's bytes.
+        let weight = match (self.mode, dtype) {
+            (WeightMode::F32, _) | (_, GgmlDType::F32) => {
+                Weight::F32(dequantize_f32(&self.qtensor(&wname)?)?)
             }
-            (_, GgmlDType::BF16) => {
-                Weight::BF16(le_u16s(&t.data()?).map(half::bf16::from_bits).collect())
+            (_, GgmlDType::F16) => Weight::F16(
+                le_u16s(self.raw_bytes(&wname)?)
+                    .map(half::f16::from_bits)
+                    .collect(),
+            ),
+            (_, GgmlDType::BF16) => Weight::BF16(
+                le_u16s(self.raw_bytes(&wname)?)
+                    .map(half::bf16::from_bits)
+                    .collect(),
+            ),
+            (_, t) if Weight::native(t) => {
+                Weight::from_ggml_bytes(t, self.raw_bytes(&wname)?, rows)?
             }
-            _ => Weight::from_qtensor(t)?,
+            _ => Weight::from_qtensor(self.qtensor(&wname)?)?,
         };
         let bias = if with_bias {
             Some(self.vector_named(&Self::gguf_name(name, true), rows)?)
