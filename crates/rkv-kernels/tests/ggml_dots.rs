@@ -125,103 +125,94 @@ fn activations(s: &mut Stream, seed: u64, n: usize) -> Vec<f32> {
     x
 }
 
+type Quantiser<B> = fn(&[f32], &mut [B]) -> Result<(), KernelError>;
+
+/// The case's activations quantised by rkv into blocks of `per` values, and the FNV of
+/// their bytes.
+fn quantised<B: Clone + Default>(
+    s: &mut Stream,
+    seed: u64,
+    n: usize,
+    per: usize,
+    quantise: Quantiser<B>,
+    bytes: fn(&[B]) -> Vec<u8>,
+) -> (u64, Vec<B>) {
+    let x = activations(s, seed, n);
+    let mut y = vec![B::default(); n / per];
+    quantise(&x, &mut y).expect("activation shapes");
+    (fnv1a(bytes(&y)), y)
+}
+
 /// rkv's weight FNV, activation FNV and dot products (every path rkv has for the
 /// format) for one case.
 fn run(c: &Case) -> (u64, u64, Vec<(&'static str, f32)>) {
     let mut s = Stream(c.seed);
-    let nb = c.blocks;
-    let blocks = |b: &[u8]| fnv1a(b.iter().copied());
-    macro_rules! with_q8 {
-        ($w:expr, $wfnv:expr, $n:expr, $dots:expr) => {{
-            let x = activations(&mut s, c.seed, $n);
-            let mut y = vec![BlockQ8_0::default(); $n / QK];
-            quantize_row_q8_0(&x, &mut y).expect("q8_0 shapes");
-            ($wfnv, fnv1a(q8_0_bytes(&y)), $dots(&$w, &y))
-        }};
-    }
-    macro_rules! with_q8_1 {
-        ($w:expr, $wfnv:expr, $n:expr, $dots:expr) => {{
-            let x = activations(&mut s, c.seed, $n);
-            let mut y = vec![BlockQ8_1::default(); $n / QK];
-            quantize_row_q8_1(&x, &mut y).expect("q8_1 shapes");
-            ($wfnv, fnv1a(q8_1_bytes(&y)), $dots(&$w, &y))
-        }};
-    }
-    macro_rules! with_q8_k {
-        ($w:expr, $wfnv:expr, $dots:expr) => {{
-            let x = activations(&mut s, c.seed, nb * QK_K);
-            let mut y = vec![BlockQ8K::default(); nb];
-            quantize_row_q8_k(&x, &mut y).expect("q8_k shapes");
-            ($wfnv, fnv1a(q8_k_bytes(&y)), $dots(&$w, &y))
-        }};
-    }
+    let (nb, seed) = (c.blocks, c.seed);
     let n = nb * QK;
+    let nk = nb * QK_K;
+    let fnv = |b: &[u8]| fnv1a(b.iter().copied());
     match c.format.as_str() {
         "q4_0" => {
             let b = weight_bytes(&mut s, nb, 18, &[0]);
             let w: Vec<BlockQ4_0> = blocks_from_bytes(&b).expect("q4_0 bytes");
-            with_q8!(w, blocks(&b), n, |w: &[BlockQ4_0], y: &[BlockQ8_0]| vec![
-                ("simd", vec_dot_q4_0_q8_0(w, y)),
-                ("ref", vec_dot_q4_0_q8_0_ref(w, y)),
-            ])
+            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_0, q8_0_bytes);
+            let dots = vec![
+                ("simd", vec_dot_q4_0_q8_0(&w, &y)),
+                ("ref", vec_dot_q4_0_q8_0_ref(&w, &y)),
+            ];
+            (fnv(&b), a, dots)
         }
         "q4_1" => {
             let b = weight_bytes(&mut s, nb, 20, &[0, 2]);
             let w: Vec<BlockQ4_1> = blocks_from_bytes(&b).expect("q4_1 bytes");
-            with_q8_1!(w, blocks(&b), n, |w: &[BlockQ4_1], y: &[BlockQ8_1]| vec![
-                ("simd", vec_dot_q4_1_q8_1(w, y)),
-                ("ref", vec_dot_q4_1_q8_1_ref(w, y)),
-            ])
+            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_1, q8_1_bytes);
+            let dots = vec![
+                ("simd", vec_dot_q4_1_q8_1(&w, &y)),
+                ("ref", vec_dot_q4_1_q8_1_ref(&w, &y)),
+            ];
+            (fnv(&b), a, dots)
         }
         "q5_0" => {
             let b = weight_bytes(&mut s, nb, 22, &[0]);
             let w: Vec<BlockQ5_0> = blocks_from_bytes(&b).expect("q5_0 bytes");
-            with_q8!(w, blocks(&b), n, |w: &[BlockQ5_0], y: &[BlockQ8_0]| vec![(
-                "ref",
-                vec_dot_q5_0_q8_0_ref(w, y)
-            )])
+            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_0, q8_0_bytes);
+            (fnv(&b), a, vec![("ref", vec_dot_q5_0_q8_0_ref(&w, &y))])
         }
         "q5_1" => {
             let b = weight_bytes(&mut s, nb, 24, &[0, 2]);
             let w: Vec<BlockQ5_1> = blocks_from_bytes(&b).expect("q5_1 bytes");
-            with_q8_1!(w, blocks(&b), n, |w: &[BlockQ5_1], y: &[BlockQ8_1]| vec![(
-                "ref",
-                vec_dot_q5_1_q8_1_ref(w, y)
-            )])
+            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_1, q8_1_bytes);
+            (fnv(&b), a, vec![("ref", vec_dot_q5_1_q8_1_ref(&w, &y))])
         }
         "q8_0" => {
+            // ggml's quantisation of random floats (a file never holds a quant of -128).
             let xw = s.floats(n);
             let mut w = vec![BlockQ8_0::default(); nb];
             quantize_row_q8_0(&xw, &mut w).expect("q8_0 shapes");
-            let wfnv = fnv1a(q8_0_bytes(&w));
-            with_q8!(w, wfnv, n, |w: &[BlockQ8_0], y: &[BlockQ8_0]| vec![
-                ("simd", vec_dot_q8_0_q8_0(w, y)),
-                ("ref", vec_dot_q8_0_q8_0_ref(w, y)),
-            ])
+            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_0, q8_0_bytes);
+            let dots = vec![
+                ("simd", vec_dot_q8_0_q8_0(&w, &y)),
+                ("ref", vec_dot_q8_0_q8_0_ref(&w, &y)),
+            ];
+            (fnv1a(q8_0_bytes(&w)), a, dots)
         }
         "q4_K" => {
             let b = weight_bytes(&mut s, nb, 144, &[0, 2]);
             let w: Vec<BlockQ4K> = blocks_from_bytes(&b).expect("q4_K bytes");
-            with_q8_k!(w, blocks(&b), |w: &[BlockQ4K], y: &[BlockQ8K]| vec![(
-                "ref",
-                vec_dot_q4_k_q8_k_ref(w, y)
-            )])
+            let (a, y) = quantised(&mut s, seed, nk, QK_K, quantize_row_q8_k, q8_k_bytes);
+            (fnv(&b), a, vec![("ref", vec_dot_q4_k_q8_k_ref(&w, &y))])
         }
         "q5_K" => {
             let b = weight_bytes(&mut s, nb, 176, &[0, 2]);
             let w: Vec<BlockQ5K> = blocks_from_bytes(&b).expect("q5_K bytes");
-            with_q8_k!(w, blocks(&b), |w: &[BlockQ5K], y: &[BlockQ8K]| vec![(
-                "ref",
-                vec_dot_q5_k_q8_k_ref(w, y)
-            )])
+            let (a, y) = quantised(&mut s, seed, nk, QK_K, quantize_row_q8_k, q8_k_bytes);
+            (fnv(&b), a, vec![("ref", vec_dot_q5_k_q8_k_ref(&w, &y))])
         }
         "q6_K" => {
             let b = weight_bytes(&mut s, nb, 210, &[208]);
             let w: Vec<BlockQ6K> = blocks_from_bytes(&b).expect("q6_K bytes");
-            with_q8_k!(w, blocks(&b), |w: &[BlockQ6K], y: &[BlockQ8K]| vec![(
-                "ref",
-                vec_dot_q6_k_q8_k_ref(w, y)
-            )])
+            let (a, y) = quantised(&mut s, seed, nk, QK_K, quantize_row_q8_k, q8_k_bytes);
+            (fnv(&b), a, vec![("ref", vec_dot_q6_k_q8_k_ref(&w, &y))])
         }
         other => panic!("unknown format {other:?} in the reference"),
     }
