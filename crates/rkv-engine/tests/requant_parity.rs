@@ -30,7 +30,7 @@ use std::path::Path;
 
 use common::{ids, model_path};
 use rkv_core::config::CompressionConfig;
-use rkv_engine::{Engine, EngineConfig, KvDtype};
+use rkv_engine::{sampling, Engine, EngineConfig, KvDtype};
 use rkv_model::weights::quant_layout::FileType;
 use rkv_model::weights::requantize::requantize;
 use rkv_model::WeightMode;
@@ -114,7 +114,7 @@ fn follow_llamacpp(file_type: &str) -> (usize, Vec<Differs>) {
             prompt.len(),
             CompressionConfig::full(),
             1,
-            |_, l| got.push(argmax(l)),
+            |_, l| got.push(sampling::argmax(l)),
         )
         .expect("teacher forcing");
         assert_eq!(
@@ -133,16 +133,6 @@ fn follow_llamacpp(file_type: &str) -> (usize, Vec<Differs>) {
         }
     }
     (steps, differs)
-}
-
-fn argmax(l: &[f32]) -> u32 {
-    let mut best = 0;
-    for (k, &v) in l.iter().enumerate() {
-        if v > l[best] {
-            best = k;
-        }
-    }
-    best as u32
 }
 
 #[test]

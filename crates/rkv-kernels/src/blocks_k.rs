@@ -64,16 +64,27 @@ impl Default for BlockQ5K {
     }
 }
 
+/// The 4-bit nibble of value `e` (0..32) of sub-block `j` (0..8) in a Q4_K or Q5_K `qs`.
+fn nibble_k4(qs: &[u8; QK_K / 2], j: usize, e: usize) -> u8 {
+    let byte = qs[32 * (j / 2) + e];
+    if j.is_multiple_of(2) {
+        byte & 0xF
+    } else {
+        byte >> 4
+    }
+}
+
+impl BlockQ4K {
+    /// The 4-bit quant (0..16) of value `e` (0..32) of sub-block `j` (0..8).
+    pub fn quant(&self, j: usize, e: usize) -> u8 {
+        nibble_k4(&self.qs, j, e)
+    }
+}
+
 impl BlockQ5K {
     /// The 5-bit quant (0..32) of value `e` (0..32) of sub-block `j` (0..8).
     pub fn quant(&self, j: usize, e: usize) -> u8 {
-        let byte = self.qs[32 * (j / 2) + e];
-        let low = if j.is_multiple_of(2) {
-            byte & 0xF
-        } else {
-            byte >> 4
-        };
-        low | (((self.qh[e] >> j) & 1) << 4)
+        nibble_k4(&self.qs, j, e) | (((self.qh[e] >> j) & 1) << 4)
     }
 }
 

@@ -40,11 +40,22 @@ fn nibble(qs: &[u8; QK / 2], j: usize) -> i32 {
     }
 }
 
-/// Accumulates one block into the 8 lanes: `acc[l] = fma(d, sum_l, acc[l])`.
+/// Accumulates one block into the 8 lanes: `acc[l] = fma(d, sum_l, acc[l])`, lane `l`
+/// summing `prod` over values `4 l .. 4 l + 4`.
 #[inline]
 pub(crate) fn lanes(acc: &mut [f32; 8], d: f32, prod: impl Fn(usize) -> i32) {
-    for (l, a) in acc.iter_mut().enumerate() {
-        let s: i32 = (4 * l..4 * l + 4).map(&prod).sum();
+    fma_lanes(
+        acc,
+        d,
+        std::array::from_fn(|l| (4 * l..4 * l + 4).map(&prod).sum()),
+    );
+}
+
+/// One block's exact lane sums into the 8 float lanes: `acc[l] = fma(d, sums[l], acc[l])`
+/// (ggml's `_mm256_fmadd_ps(d, cvtepi32_ps(sums), acc)`).
+#[inline]
+pub(crate) fn fma_lanes(acc: &mut [f32; 8], d: f32, sums: [i32; 8]) {
+    for (a, s) in acc.iter_mut().zip(sums) {
         *a = d.mul_add(s as f32, *a);
     }
 }

@@ -24,7 +24,7 @@
 //! Must not know: packing, threads, models.
 
 use crate::blocks_k::{scale_min_k4, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K};
-use crate::dot::hsum8;
+use crate::dot::{fma_lanes, hsum8};
 
 /// Per-lane integer sums of a Q4_K or Q5_K super-block: `quant(j, e)` is value `e` of
 /// sub-block `j`; lane `e / 4` of each sub-block, times its scale.
@@ -64,13 +64,11 @@ pub fn vec_dot_q4_k_q8_k_ref(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         for (a, m) in acc_m.iter_mut().zip(k4_min_lanes(&b.scales, yb)) {
             *a = dmin.mul_add(m as f32, *a);
         }
-        let lanes = k4_lanes(&b.scales, yb, |j, e| {
-            let byte = b.qs[32 * (j / 2) + e];
-            (if j % 2 == 0 { byte & 0xF } else { byte >> 4 }) as i32
-        });
-        for (a, s) in acc.iter_mut().zip(lanes) {
-            *a = d.mul_add(s as f32, *a);
-        }
+        fma_lanes(
+            &mut acc,
+            d,
+            k4_lanes(&b.scales, yb, |j, e| b.quant(j, e) as i32),
+        );
     }
     hsum8(&acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
 }
@@ -87,10 +85,11 @@ pub fn vec_dot_q5_k_q8_k_ref(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
         let dmin = -yb.d * b.dmin.to_f32();
         let msum: i32 = k4_min_lanes(&b.scales, yb).iter().sum();
         summs = dmin.mul_add(msum as f32, summs);
-        let lanes = k4_lanes(&b.scales, yb, |j, e| b.quant(j, e) as i32);
-        for (a, s) in acc.iter_mut().zip(lanes) {
-            *a = d.mul_add(s as f32, *a);
-        }
+        fma_lanes(
+            &mut acc,
+            d,
+            k4_lanes(&b.scales, yb, |j, e| b.quant(j, e) as i32),
+        );
     }
     hsum8(&acc) + summs
 }
@@ -111,9 +110,7 @@ pub fn vec_dot_q6_k_q8_k_ref(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         for v in 0..256 {
             lanes[(v % 32) / 4] += sc(v / 16) * b.quant(v) as i32 * yb.qs[v] as i32;
         }
-        for (a, s) in acc.iter_mut().zip(lanes) {
-            *a = d.mul_add(s as f32, *a);
-        }
+        fma_lanes(&mut acc, d, lanes);
     }
     hsum8(&acc)
 }

@@ -127,93 +127,107 @@ fn activations(s: &mut Stream, seed: u64, n: usize) -> Vec<f32> {
 
 type Quantiser<B> = fn(&[f32], &mut [B]) -> Result<(), KernelError>;
 
-/// The case's activations quantised by rkv into blocks of `per` values, and the FNV of
-/// their bytes.
-fn quantised<B: Clone + Default>(
-    s: &mut Stream,
-    seed: u64,
-    n: usize,
+/// How a format's activations are quantised: blocks of `per` values, rkv's quantiser and
+/// the blocks' bytes as ggml lays them out.
+struct Acts<A> {
     per: usize,
-    quantise: Quantiser<B>,
-    bytes: fn(&[B]) -> Vec<u8>,
-) -> (u64, Vec<B>) {
-    let x = activations(s, seed, n);
-    let mut y = vec![B::default(); n / per];
-    quantise(&x, &mut y).expect("activation shapes");
-    (fnv1a(bytes(&y)), y)
+    quantise: Quantiser<A>,
+    bytes: fn(&[A]) -> Vec<u8>,
 }
 
-/// rkv's weight FNV, activation FNV and dot products (every path rkv has for the
-/// format) for one case.
-fn run(c: &Case) -> (u64, u64, Vec<(&'static str, f32)>) {
+const Q8_0: Acts<BlockQ8_0> = Acts {
+    per: QK,
+    quantise: quantize_row_q8_0,
+    bytes: q8_0_bytes,
+};
+const Q8_1: Acts<BlockQ8_1> = Acts {
+    per: QK,
+    quantise: quantize_row_q8_1,
+    bytes: q8_1_bytes,
+};
+const Q8_K: Acts<BlockQ8K> = Acts {
+    per: QK_K,
+    quantise: quantize_row_q8_k,
+    bytes: q8_k_bytes,
+};
+
+/// What rkv gives for one case: the FNV of the weight and of the quantised activation
+/// bytes, and every dot product path rkv has for the format.
+type Outcome = (u64, u64, Vec<(&'static str, f32)>);
+
+/// The case's activations quantised by rkv (one weight block's worth per block), then
+/// `dots` of `w` against them.
+fn against_acts<W, A: Clone + Default>(
+    s: &mut Stream,
+    c: &Case,
+    weight_fnv: u64,
+    w: &[W],
+    acts: Acts<A>,
+    dots: impl Fn(&[W], &[A]) -> Vec<(&'static str, f32)>,
+) -> Outcome {
+    let x = activations(s, c.seed, c.blocks * acts.per);
+    let mut y = vec![A::default(); c.blocks];
+    (acts.quantise)(&x, &mut y).expect("activation shapes");
+    (weight_fnv, fnv1a((acts.bytes)(&y)), dots(w, &y))
+}
+
+/// A case whose weights are random bytes with sane f16 scales at `f16_offsets`.
+fn from_bytes<W: Block, A: Clone + Default>(
+    c: &Case,
+    f16_offsets: &[usize],
+    acts: Acts<A>,
+    dots: impl Fn(&[W], &[A]) -> Vec<(&'static str, f32)>,
+) -> Outcome {
     let mut s = Stream(c.seed);
-    let (nb, seed) = (c.blocks, c.seed);
-    let n = nb * QK;
-    let nk = nb * QK_K;
-    let fnv = |b: &[u8]| fnv1a(b.iter().copied());
+    let b = weight_bytes(&mut s, c.blocks, W::BYTES, f16_offsets);
+    let w: Vec<W> = blocks_from_bytes(&b).expect("weight bytes");
+    against_acts(&mut s, c, fnv1a(b.iter().copied()), &w, acts, dots)
+}
+
+/// rkv's outcome for one case.
+fn run(c: &Case) -> Outcome {
     match c.format.as_str() {
-        "q4_0" => {
-            let b = weight_bytes(&mut s, nb, 18, &[0]);
-            let w: Vec<BlockQ4_0> = blocks_from_bytes(&b).expect("q4_0 bytes");
-            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_0, q8_0_bytes);
-            let dots = vec![
-                ("simd", vec_dot_q4_0_q8_0(&w, &y)),
-                ("ref", vec_dot_q4_0_q8_0_ref(&w, &y)),
-            ];
-            (fnv(&b), a, dots)
-        }
-        "q4_1" => {
-            let b = weight_bytes(&mut s, nb, 20, &[0, 2]);
-            let w: Vec<BlockQ4_1> = blocks_from_bytes(&b).expect("q4_1 bytes");
-            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_1, q8_1_bytes);
-            let dots = vec![
-                ("simd", vec_dot_q4_1_q8_1(&w, &y)),
-                ("ref", vec_dot_q4_1_q8_1_ref(&w, &y)),
-            ];
-            (fnv(&b), a, dots)
-        }
-        "q5_0" => {
-            let b = weight_bytes(&mut s, nb, 22, &[0]);
-            let w: Vec<BlockQ5_0> = blocks_from_bytes(&b).expect("q5_0 bytes");
-            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_0, q8_0_bytes);
-            (fnv(&b), a, vec![("ref", vec_dot_q5_0_q8_0_ref(&w, &y))])
-        }
-        "q5_1" => {
-            let b = weight_bytes(&mut s, nb, 24, &[0, 2]);
-            let w: Vec<BlockQ5_1> = blocks_from_bytes(&b).expect("q5_1 bytes");
-            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_1, q8_1_bytes);
-            (fnv(&b), a, vec![("ref", vec_dot_q5_1_q8_1_ref(&w, &y))])
-        }
+        "q4_0" => from_bytes(c, &[0], Q8_0, |w: &[BlockQ4_0], y| {
+            vec![
+                ("simd", vec_dot_q4_0_q8_0(w, y)),
+                ("ref", vec_dot_q4_0_q8_0_ref(w, y)),
+            ]
+        }),
+        "q4_1" => from_bytes(c, &[0, 2], Q8_1, |w: &[BlockQ4_1], y| {
+            vec![
+                ("simd", vec_dot_q4_1_q8_1(w, y)),
+                ("ref", vec_dot_q4_1_q8_1_ref(w, y)),
+            ]
+        }),
+        "q5_0" => from_bytes(c, &[0], Q8_0, |w: &[BlockQ5_0], y| {
+            vec![("ref", vec_dot_q5_0_q8_0_ref(w, y))]
+        }),
+        "q5_1" => from_bytes(c, &[0, 2], Q8_1, |w: &[BlockQ5_1], y| {
+            vec![("ref", vec_dot_q5_1_q8_1_ref(w, y))]
+        }),
         "q8_0" => {
             // ggml's quantisation of random floats (a file never holds a quant of -128).
-            let xw = s.floats(n);
-            let mut w = vec![BlockQ8_0::default(); nb];
+            let mut s = Stream(c.seed);
+            let xw = s.floats(c.blocks * QK);
+            let mut w = vec![BlockQ8_0::default(); c.blocks];
             quantize_row_q8_0(&xw, &mut w).expect("q8_0 shapes");
-            let (a, y) = quantised(&mut s, seed, n, QK, quantize_row_q8_0, q8_0_bytes);
-            let dots = vec![
-                ("simd", vec_dot_q8_0_q8_0(&w, &y)),
-                ("ref", vec_dot_q8_0_q8_0_ref(&w, &y)),
-            ];
-            (fnv1a(q8_0_bytes(&w)), a, dots)
+            let wfnv = fnv1a(q8_0_bytes(&w));
+            against_acts(&mut s, c, wfnv, &w, Q8_0, |w, y| {
+                vec![
+                    ("simd", vec_dot_q8_0_q8_0(w, y)),
+                    ("ref", vec_dot_q8_0_q8_0_ref(w, y)),
+                ]
+            })
         }
-        "q4_K" => {
-            let b = weight_bytes(&mut s, nb, 144, &[0, 2]);
-            let w: Vec<BlockQ4K> = blocks_from_bytes(&b).expect("q4_K bytes");
-            let (a, y) = quantised(&mut s, seed, nk, QK_K, quantize_row_q8_k, q8_k_bytes);
-            (fnv(&b), a, vec![("ref", vec_dot_q4_k_q8_k_ref(&w, &y))])
-        }
-        "q5_K" => {
-            let b = weight_bytes(&mut s, nb, 176, &[0, 2]);
-            let w: Vec<BlockQ5K> = blocks_from_bytes(&b).expect("q5_K bytes");
-            let (a, y) = quantised(&mut s, seed, nk, QK_K, quantize_row_q8_k, q8_k_bytes);
-            (fnv(&b), a, vec![("ref", vec_dot_q5_k_q8_k_ref(&w, &y))])
-        }
-        "q6_K" => {
-            let b = weight_bytes(&mut s, nb, 210, &[208]);
-            let w: Vec<BlockQ6K> = blocks_from_bytes(&b).expect("q6_K bytes");
-            let (a, y) = quantised(&mut s, seed, nk, QK_K, quantize_row_q8_k, q8_k_bytes);
-            (fnv(&b), a, vec![("ref", vec_dot_q6_k_q8_k_ref(&w, &y))])
-        }
+        "q4_K" => from_bytes(c, &[0, 2], Q8_K, |w: &[BlockQ4K], y| {
+            vec![("ref", vec_dot_q4_k_q8_k_ref(w, y))]
+        }),
+        "q5_K" => from_bytes(c, &[0, 2], Q8_K, |w: &[BlockQ5K], y| {
+            vec![("ref", vec_dot_q5_k_q8_k_ref(w, y))]
+        }),
+        "q6_K" => from_bytes(c, &[208], Q8_K, |w: &[BlockQ6K], y| {
+            vec![("ref", vec_dot_q6_k_q8_k_ref(w, y))]
+        }),
         other => panic!("unknown format {other:?} in the reference"),
     }
 }
