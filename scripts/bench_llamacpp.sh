@@ -4,8 +4,8 @@
 # default model requantised to Q4_K_M by `rkv quantize` (decode at depths 0, 512 and 4096,
 # prompts of 512 and 4096 tokens), and a random-weight file of R1-Distill-Qwen-1.5B's
 # shapes in Q4_K_M (`rkv bench model`; decode at depths 0 and 512, a prompt of 512).
-# Writes bench/results/llamacpp_side_by_side.jsonl (.avx512.jsonl on an
-# AVX-512 machine: scripts/results_path.sh) and re-renders BENCHMARKS.md; about 10
+# Writes bench/results/llamacpp_side_by_side.jsonl (another name on
+# an AVX-512 machine: scripts/results_path.sh) and re-renders BENCHMARKS.md; about 10
 # minutes on 2 cores.
 #
 # LLAMA_BENCH: llama.cpp's llama-bench (BENCHMARKS.md, "Building llama.cpp here").

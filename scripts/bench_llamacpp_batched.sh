@@ -7,8 +7,8 @@
 # reserves; llama.cpp (`llama-batched-bench -pps`) decodes the same prompt copied into
 # each sequence's own cache. Two rows: the same batch (8 and 8), and about the same KV
 # memory (rkv's 7 sequences of budget + buffer slots against llama.cpp's one sequence of
-# 8128). Writes bench/results/llamacpp_batched.jsonl (.avx512.jsonl on an AVX-512
-# machine) and re-renders BENCHMARKS.md. Every
+# 8128). Writes bench/results/llamacpp_batched.jsonl (another name on an AVX-512
+# machine: scripts/results_path.sh) and re-renders BENCHMARKS.md. Every
 # repeat prefills 8000 tokens once in each engine: about 30 minutes on 2 cores with
 # REPEAT=2.
 #

@@ -3,8 +3,8 @@
 # (`rkv bench decode --llama-bench`, the two alternating repeat by repeat): the default
 # model written as F16 and as BF16 by `rkv quantize` (every matrix in that type, as
 # `llama-quantize … F16` writes it); decode at depths 0 and 512 and a prompt of 512
-# tokens. Writes bench/results/llamacpp_dense.jsonl (.avx512.jsonl on an AVX-512
-# machine) and re-renders BENCHMARKS.md; about
+# tokens. Writes bench/results/llamacpp_dense.jsonl (another name on an AVX-512
+# machine: scripts/results_path.sh) and re-renders BENCHMARKS.md; about
 # 5 minutes on 2 cores.
 #
 # LLAMA_BENCH: llama.cpp's llama-bench (BENCHMARKS.md, "Building llama.cpp here").

@@ -4,7 +4,7 @@
 # alternating repeat by repeat): both engines with the whole cache at depth 4096, and rkv
 # under R-KV at budget 1024 against llama.cpp's whole cache at depth 8000 (what a
 # compressed cache buys on a long reasoning trace). Writes
-# bench/results/llamacpp_depth.jsonl (.avx512.jsonl on an AVX-512 machine) and re-renders BENCHMARKS.md. Every repeat prefills
+# bench/results/llamacpp_depth.jsonl (another name on an AVX-512 machine: scripts/results_path.sh) and re-renders BENCHMARKS.md. Every repeat prefills
 # the depth once in rkv and once in llama.cpp (twice for the full-cache row, whose prompt
 # speed is compared too): about 80 minutes on 2 cores with REPEAT=2.
 #

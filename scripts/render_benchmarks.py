@@ -398,14 +398,18 @@ def llamacpp_section():
     """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh),
     llamacpp_depth.jsonl (scripts/bench_llamacpp_depth.sh), llamacpp_batched.jsonl
     (scripts/bench_llamacpp_batched.sh) and llamacpp_dense.jsonl
-    (scripts/bench_llamacpp_dense.sh): the AVX2 machine's files, then the AVX-512
-    machine's (`NAME.avx512.jsonl`, scripts/results_path.sh) under their own heading."""
+    (scripts/bench_llamacpp_dense.sh): the AVX2 machine's files, then those of the two
+    kinds of AVX-512 machine (`NAME.avx512.jsonl` and `NAME.amd-avx512.jsonl`,
+    scripts/results_path.sh), each under its own heading."""
     out = []
-    for kind in ("", ".avx512"):
+    for kind, heading, cpu in (("", None, None),
+                               (".avx512", "## rkv against llama.cpp on an AVX-512 machine", "an Intel Xeon"),
+                               (".amd-avx512", "## rkv against llama.cpp on an AMD machine with AVX-512",
+                                "an AMD EPYC (Zen 4)")):
         part = llamacpp_tables(kind)
-        if part and kind:
-            part = ["## rkv against llama.cpp on an AVX-512 machine", "",
-                    "The same scripts on a machine with AVX-512 (and VNNI), where both engines take their "
+        if part and heading:
+            part = [heading, "",
+                    f"The same scripts on {cpu} with AVX-512 (and VNNI), where both engines take their "
                     "AVX-512 paths; each table names its machine.", ""] + \
                    ["#" + l if l.startswith("#") else l for l in part]
         out += part
