@@ -87,14 +87,16 @@ impl Cmd {
 }
 
 /// `rkv --version`: the version, the kernels' SIMD path on this CPU (chosen at run time)
-/// and what the build assumes, and the CPU's features.
+/// and what the build assumes, the K-quant tiles' path for one token, and the CPU's
+/// features.
 fn long_version() -> &'static str {
     let cpu = rkv_kernels::build_info::cpu_features();
     let text = format!(
-        "{}\nkernels: {} (chosen at run time; built for {})\ncpu: {}",
+        "{}\nkernels: {} (chosen at run time; built for {})\none-token K-quant tiles: {}\ncpu: {}",
         env!("CARGO_PKG_VERSION"),
         rkv_kernels::build_info::simd(),
         rkv_kernels::build_info::BUILD_BASELINE,
+        rkv_kernels::build_info::one_token_tiles(),
         if cpu.is_empty() {
             "no x86-64 SIMD"
         } else {

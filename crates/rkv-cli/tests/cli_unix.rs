@@ -279,4 +279,13 @@ fn version_names_the_kernels_simd_level_and_the_cpu() {
         assert!(!level.starts_with("scalar"), "{out}");
     }
     assert!(level.contains("chosen at run time"), "{out}");
+    // Decode's K-quant tiles take the kernels' level, or AVX2 beside AVX-512 (AMD).
+    let tiles = out
+        .lines()
+        .find_map(|l| l.strip_prefix("one-token K-quant tiles: "))
+        .unwrap_or_else(|| panic!("no one-token line: {out}"));
+    assert!(
+        level.starts_with(tiles) || (tiles == "avx2" && level.starts_with("avx512")),
+        "{out}"
+    );
 }

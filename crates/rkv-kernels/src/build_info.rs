@@ -20,6 +20,17 @@ pub fn simd() -> &'static str {
     }
 }
 
+/// The path of the K-quant tiles for one token (decode), where it differs from
+/// [`simd`]'s: `avx2` on an AMD CPU with AVX-512 (`simd::avx512_for_one_token`), else
+/// [`simd`]'s level.
+pub fn one_token_tiles() -> &'static str {
+    if crate::simd::avx512() && !crate::simd::avx512_for_one_token() {
+        "avx2"
+    } else {
+        simd()
+    }
+}
+
 /// The instruction-set level the build assumes (its `-C target-cpu`): `x86-64-v4`,
 /// `x86-64-v3`, `x86-64` (portable) or the target architecture's name.
 pub const BUILD_BASELINE: &str = if cfg!(all(
@@ -87,6 +98,15 @@ mod tests {
                 let has = |f: &str| cpu.split(' ').any(|x| x == f);
                 assert!(!(has("avx2") && has("fma") && has("f16c")), "{cpu}");
             }
+        }
+    }
+
+    #[test]
+    fn the_one_token_path_is_at_most_the_cpus() {
+        match (simd(), one_token_tiles()) {
+            (level, tiles) if level == tiles => {}
+            ("avx512" | "avx512+vnni", "avx2") => {}
+            other => panic!("{other:?}"),
         }
     }
 

@@ -164,12 +164,12 @@ impl Interleaved for BlockQ4_Kx8 {
 
     fn tile<const T: usize>(w: &[Self], ys: &[&[BlockQ8K]; T], out: &mut [[f32; ROWS_X8]; T]) {
         #[cfg(target_arch = "x86_64")]
-        if crate::simd::avx512_vnni_bw() {
+        if crate::simd::avx512_vnni_bw() && (T > 1 || crate::simd::avx512_for_one_token()) {
             // SAFETY: the CPU has the kernel's target features (checked above).
             return unsafe { crate::gemm_avx512_k::q4_kx8_tile_vnni::<T>(w, ys, out) };
         }
         #[cfg(target_arch = "x86_64")]
-        if crate::simd::avx512() {
+        if crate::simd::avx512() && (T > 1 || crate::simd::avx512_for_one_token()) {
             // SAFETY: the CPU has the kernel's target features (checked above).
             return unsafe { crate::gemm_avx512_k::q4_kx8_tile::<T>(w, ys, out) };
         }

@@ -136,7 +136,7 @@ impl Interleaved for BlockQ6_Kx8 {
 
     fn tile<const T: usize>(w: &[Self], ys: &[&[BlockQ8K]; T], out: &mut [[f32; ROWS_X8]; T]) {
         #[cfg(target_arch = "x86_64")]
-        if crate::simd::avx512() {
+        if crate::simd::avx512() && (T > 1 || crate::simd::avx512_for_one_token()) {
             // SAFETY: the CPU has the kernel's target features (checked above).
             return unsafe { crate::gemm_avx512_k::q6_kx8_tile::<T>(w, ys, out) };
         }

@@ -81,6 +81,35 @@ pub(crate) fn avx512_vnni_bw() -> bool {
     }
 }
 
+/// Whether one-token products (decode) of the K-quant tiles take their 512-bit form where
+/// [`avx512`] holds: yes on Intel, whose AVX-512 tiles with software prefetch stream the
+/// weights fastest; no on AMD (Zen 4), whose 512-bit operations run as two 256-bit
+/// halves and whose hardware prefetcher already runs ahead of the stream, so the AVX2
+/// tile, without software prefetch, decodes the 1.5B shape about 25% faster there
+/// (docs/performance.md, "On an AMD EPYC with AVX-512"). Tiles of several tokens keep
+/// the 512-bit form on both. The results are the same either way (the tiles agree bit
+/// for bit).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // Asked on x86-64 only.
+#[inline]
+pub(crate) fn avx512_for_one_token() -> bool {
+    avx512() && !amd()
+}
+
+/// An AMD CPU, told by SSE4a: an AMD extension that every AMD x86-64 CPU since 2007 has
+/// and no Intel CPU does. Asked through std's cached feature detection; a CPUID vendor
+/// query would be a VM exit per call on these virtual machines.
+#[inline]
+fn amd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("sse4a")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Emits a kernel twice: `$name` with AVX2, FMA and F16C, and `$vnni` with AVX-512 VNNI
 /// and VL besides, each with a constant `VNNI` (false, true) in scope of its body for the
 /// `#[inline(always)]` helpers that take `<VNNI>` (`vpdpbusd` where true, AVX2's `maddubs`
