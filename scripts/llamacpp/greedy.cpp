@@ -1,13 +1,14 @@
 // Greedy continuations and top-2 margins from llama.cpp, for rkv's parity tests on files
 // llama.cpp runs (scripts/llamacpp/requant_reference.sh builds and drives it).
 //
-// Usage: greedy MODEL.gguf MAX_NEW EOS_ID < prompts
+// Usage: greedy MODEL.gguf MAX_NEW EOS_ID [LOGITS.bin] < prompts
 // Each input line is one prompt's token ids (space-separated); each output line is the
 // greedy continuation as "id:margin" pairs, margin = (l1 - l2) / |l1| of llama.cpp's own
 // logits at that step. Stops at EOS_ID (included) or after MAX_NEW tokens. A line
 // "PROMPT | FORCED" teacher-forces: after each step the next FORCED token is fed instead
 // of llama.cpp's own choice (which is still what is printed), for as many steps as
-// FORCED has tokens. Settings as
+// FORCED has tokens. With LOGITS.bin, every step's whole logit vector is appended to that
+// file as little-endian f32 (scripts/llamacpp/logit_noise.sh reads them). Settings as
 // shared/reference/README.md: 2 threads, f16 KV cache, flash attention off, one batch
 // for the prompt, then one token at a time.
 #include <cmath>
@@ -21,12 +22,17 @@
 #include "llama.h"
 
 int main(int argc, char ** argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s MODEL.gguf MAX_NEW EOS_ID < prompts\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s MODEL.gguf MAX_NEW EOS_ID [LOGITS.bin] < prompts\n", argv[0]);
         return 2;
     }
     const int max_new = atoi(argv[2]);
     const llama_token eos = atoi(argv[3]);
+    FILE * dump = nullptr;
+    if (argc == 5 && !(dump = fopen(argv[4], "wb"))) {
+        fprintf(stderr, "cannot write %s\n", argv[4]);
+        return 1;
+    }
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     llama_model * model = llama_model_load_from_file(argv[1], mp);
@@ -78,6 +84,10 @@ int main(int argc, char ** argv) {
                 if (i != best && logits[i] > second) second = logits[i];
             }
             const float margin = (logits[best] - second) / std::fabs(logits[best]);
+            if (dump && fwrite(logits, sizeof(float), n_vocab, dump) != (size_t) n_vocab) {
+                fprintf(stderr, "cannot write the logits\n");
+                return 1;
+            }
             printf("%s%d:%.6g", step ? " " : "", best, margin);
             next = forced.empty() ? best : forced[step];
             if (next == eos) break;
@@ -88,5 +98,9 @@ int main(int argc, char ** argv) {
         llama_free(ctx);
     }
     llama_model_free(model);
+    if (dump && fclose(dump) != 0) {
+        fprintf(stderr, "cannot write the logits\n");
+        return 1;
+    }
     return 0;
 }
