@@ -397,7 +397,8 @@ BUILD_LLAMACPP = [
 def llamacpp_section():
     """bench/results/llamacpp_side_by_side.jsonl (scripts/bench_llamacpp.sh),
     llamacpp_depth.jsonl (scripts/bench_llamacpp_depth.sh), llamacpp_batched.jsonl
-    (scripts/bench_llamacpp_batched.sh) and llamacpp_dense.jsonl
+    (scripts/bench_llamacpp_batched.sh), llamacpp_types.jsonl
+    (scripts/bench_llamacpp_types.sh) and llamacpp_dense.jsonl
     (scripts/bench_llamacpp_dense.sh): the AVX2 machine's files, then those of the two
     kinds of AVX-512 machine (`NAME.avx512.jsonl` and `NAME.amd-avx512.jsonl`,
     scripts/results_path.sh), each under its own heading."""
@@ -417,13 +418,20 @@ def llamacpp_section():
 
 
 def llamacpp_tables(kind):
-    """The four side-by-side tables of one kind of machine ([] where none was measured)."""
+    """The side-by-side tables of one kind of machine ([] where none was measured)."""
     out = llamacpp_table(f"llamacpp_side_by_side{kind}.jsonl", "## rkv against llama.cpp on Q4_K_M files",
                          "`scripts/bench_llamacpp.sh`")
     out += llamacpp_table(f"llamacpp_depth{kind}.jsonl",
                           "### The 1.5B shape at depth, and R-KV against llama.cpp's full cache",
                           "`scripts/bench_llamacpp_depth.sh`")
     out += llamacpp_batched_table(f"llamacpp_batched{kind}.jsonl")
+    out += llamacpp_table(f"llamacpp_types{kind}.jsonl",
+                          "### The other quantised types users download: Q5_K_M, Q6_K and Q8_0",
+                          "`scripts/bench_llamacpp_types.sh`",
+                          "The `default-*` files are the default model and the `r1-qwen-1.5b-*` files the 1.5B-shaped "
+                          "Q4_K_M file, each requantised by `rkv quantize --type T` with llama.cpp's choice of type "
+                          "per tensor (the default model's 576-wide rows cannot take K-quants: Q5_1 in Q5_K_M, Q8_0 "
+                          "in Q6_K).")
     out += llamacpp_table(f"llamacpp_dense{kind}.jsonl", "### Dense 16-bit weights: the default model as F16 and BF16",
                           "`scripts/bench_llamacpp_dense.sh`",
                           "`default-f16.gguf` and `default-bf16.gguf` are the default model written by `rkv quantize "
