@@ -13,11 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLAMA_BENCH=${LLAMA_BENCH:?set LLAMA_BENCH to llama.cpp\'s llama-bench binary}
-cargo build --release -p rkv-cli
-RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
+. scripts/llamacpp_bench_env.sh
 MODEL=$("$RKV" fetch | tail -1)
-WORK=${WORK:-$(mktemp -d)}
-mkdir -p "$WORK"
 [ -f "$WORK/default-q4_k_m.gguf" ] || "$RKV" quantize "$MODEL" "$WORK/default-q4_k_m.gguf" --type q4_k_m >&2
 [ -f "$WORK/r1-qwen-1.5b-q4_k_m.gguf" ] ||
   "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$WORK/r1-qwen-1.5b-q4_k_m.gguf" >&2

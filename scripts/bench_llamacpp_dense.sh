@@ -12,11 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLAMA_BENCH=${LLAMA_BENCH:?set LLAMA_BENCH to llama.cpp\'s llama-bench binary}
-cargo build --release -p rkv-cli
-RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
+. scripts/llamacpp_bench_env.sh
 MODEL=$("$RKV" fetch | tail -1)
-WORK=${WORK:-$(mktemp -d)}
-mkdir -p "$WORK"
 out=$(scripts/results_path.sh llamacpp_dense)
 tmp=$(mktemp)
 {

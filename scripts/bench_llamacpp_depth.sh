@@ -15,10 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LLAMA_BENCH=${LLAMA_BENCH:?set LLAMA_BENCH to llama.cpp\'s llama-bench binary}
 REPEAT=${REPEAT:-2}
-cargo build --release -p rkv-cli
-RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
-WORK=${WORK:-$(mktemp -d)}
-mkdir -p "$WORK"
+. scripts/llamacpp_bench_env.sh
 FILE="$WORK/r1-qwen-1.5b-q4_k_m.gguf"
 [ -f "$FILE" ] || "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$FILE" >&2
 out=$(scripts/results_path.sh llamacpp_depth)

@@ -14,31 +14,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLAMA_BENCH=${LLAMA_BENCH:?set LLAMA_BENCH to llama.cpp\'s llama-bench binary}
-cargo build --release -p rkv-cli
-RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
+. scripts/llamacpp_bench_env.sh
 MODEL=$("$RKV" fetch | tail -1)
-WORK=${WORK:-$(mktemp -d)}
-mkdir -p "$WORK"
-[ -f "$WORK/r1-qwen-1.5b-q4_k_m.gguf" ] ||
-  "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$WORK/r1-qwen-1.5b-q4_k_m.gguf" >&2
+SHAPE="$WORK/r1-qwen-1.5b-q4_k_m.gguf"
+[ -f "$SHAPE" ] || "$RKV" bench model --shape r1-distill-qwen-1.5b --out "$SHAPE" >&2
+# FROM: the file to requantise; NAME: what the copies are called; T: tokens per repeat.
+side_by_side() {
+  local from=$1 name=$2 tokens=$3 t file
+  for t in q5_k_m q6_k q8_0; do
+    file="$WORK/$name-$t.gguf"
+    [ -f "$file" ] || "$RKV" quantize "$from" "$file" --type "$t" >&2
+    echo "== $name, $t" >&2
+    "$RKV" bench decode --threads 2 --model "$file" --depths 0,512 --tokens "$tokens" \
+      --repeat 3 --llama-bench "$LLAMA_BENCH" --json
+  done
+}
 out=$(scripts/results_path.sh llamacpp_types)
 tmp=$(mktemp)
 {
   python3 scripts/bench_header.py "rkv bench decode --threads 2 --model FILE --depths 0,512 --tokens T --repeat R --llama-bench LLAMA_BENCH --json"
-  for t in q5_k_m q6_k q8_0; do
-    file="$WORK/default-$t.gguf"
-    [ -f "$file" ] || "$RKV" quantize "$MODEL" "$file" --type "$t" >&2
-    echo "== default model, $t" >&2
-    "$RKV" bench decode --threads 2 --model "$file" --depths 0,512 --tokens 64 --repeat 3 \
-      --llama-bench "$LLAMA_BENCH" --json
-  done
-  for t in q5_k_m q6_k q8_0; do
-    file="$WORK/r1-qwen-1.5b-$t.gguf"
-    [ -f "$file" ] || "$RKV" quantize "$WORK/r1-qwen-1.5b-q4_k_m.gguf" "$file" --type "$t" >&2
-    echo "== R1-Distill-Qwen-1.5B shapes, $t" >&2
-    "$RKV" bench decode --threads 2 --model "$file" --depths 0,512 --tokens 32 --repeat 3 \
-      --llama-bench "$LLAMA_BENCH" --json
-  done
+  side_by_side "$MODEL" default 64
+  side_by_side "$SHAPE" r1-qwen-1.5b 32
 } > "$tmp"
 mv "$tmp" "$out"
 python3 scripts/render_benchmarks.py

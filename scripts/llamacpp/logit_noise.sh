@@ -32,13 +32,7 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'); rkv $(git rev-parse --sh
 echo "llama.cpp: $LLAMA_CPP${OTHER:+; other build: $OTHER}"
 for t in q4_k_m q5_k_m q6_k q8_0; do
   "$RKV" quantize "$MODEL" "$work/$t.gguf" --type "$t" >&2
-  python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line) if line.strip() else None
-    if r and r["file_type"] == sys.argv[2]:
-        print(" ".join(map(str, r["prompt_token_ids"])), "|", " ".join(map(str, r["token_ids"])))
-' "$REF" "$t" > "$work/$t.forced.txt"
+  python3 scripts/llamacpp/forced_lines.py "$REF" "$t" > "$work/$t.forced.txt"
   "$work/greedy" "$work/$t.gguf" 48 2 "$work/$t.llama.bin" < "$work/$t.forced.txt" > /dev/null 2> "$work/$t.log"
   extra=()
   if [ -n "$OTHER" ]; then

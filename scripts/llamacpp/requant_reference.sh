@@ -44,13 +44,7 @@ for line in open(sys.argv[1]):
 for t in q4_k_m q5_k_m q6_k q8_0; do
   "$RKV" quantize "$MODEL" "$work/$t.gguf" --type "$t" >&2
   if [ -n "$FORCED" ]; then
-    python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line) if line.strip() else None
-    if r and r["file_type"] == sys.argv[2]:
-        print(" ".join(map(str, r["prompt_token_ids"])), "|", " ".join(map(str, r["token_ids"])))
-' "$FORCED" "$t" > "$work/$t.forced.txt"
+    python3 scripts/llamacpp/forced_lines.py "$FORCED" "$t" > "$work/$t.forced.txt"
     "$work/greedy" "$work/$t.gguf" 48 2 < "$work/$t.forced.txt" > "$work/$t.out" 2> "$work/$t.log"
   else
     "$work/greedy" "$work/$t.gguf" 48 2 < "$work/prompts.txt" > "$work/$t.out" 2> "$work/$t.log"
