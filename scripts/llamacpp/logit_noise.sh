@@ -11,6 +11,12 @@
 #
 # LLAMA_CPP (and LLAMA_CPP_OTHER): llama.cpp source trees built with cmake into build/
 # (BENCHMARKS.md, "Building llama.cpp here"). Needs about 1 GB free in the temp folder.
+# On an AVX-512 machine, a build that takes the reference's AVX2 paths (it reproduces all
+# of the reference's choices; docs/testing.md) is configured with
+#   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AMX=OFF \
+#     -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+#     -DGGML_AVX512=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF
+# and built with `cmake --build build --target llama -j2`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LLAMA_CPP=${LLAMA_CPP:?set LLAMA_CPP to a llama.cpp source tree built with cmake into build/}
