@@ -27,12 +27,8 @@ NOISE="${CARGO_TARGET_DIR:-target}/release/examples/logit_noise"
 MODEL=$("$RKV" fetch | tail -1)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-build_greedy() {
-  g++ -O2 -std=c++17 -I"$1/include" -I"$1/ggml/include" scripts/llamacpp/greedy.cpp \
-    -L"$1/build/bin" -lllama -Wl,-rpath,"$1/build/bin" -o "$2"
-}
-build_greedy "$LLAMA_CPP" "$work/greedy"
-[ -z "$OTHER" ] || build_greedy "$OTHER" "$work/greedy-other"
+scripts/llamacpp/build_greedy.sh "$LLAMA_CPP" "$work/greedy"
+[ -z "$OTHER" ] || scripts/llamacpp/build_greedy.sh "$OTHER" "$work/greedy-other"
 REF=crates/rkv-engine/tests/data/llamacpp_requant.jsonl
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'); rkv $(git rev-parse --short HEAD)"
 echo "llama.cpp: $LLAMA_CPP${OTHER:+; other build: $OTHER}"

@@ -26,8 +26,7 @@ RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
 MODEL=$("$RKV" fetch | tail -1)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-g++ -O2 -std=c++17 -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" scripts/llamacpp/greedy.cpp \
-  -L"$LLAMA_CPP/build/bin" -lllama -Wl,-rpath,"$LLAMA_CPP/build/bin" -o "$work/greedy"
+scripts/llamacpp/build_greedy.sh "$LLAMA_CPP" "$work/greedy"
 PROMPTS=crates/rkv-engine/tests/data/llamacpp_greedy.jsonl
 FORCED=""
 if [ "${1:-}" = --forced ]; then

@@ -123,17 +123,15 @@ fn main() -> Result<(), Error> {
         ),
     ];
     if let Some(other) = args.get(3) {
-        let o = read_f32(Path::new(other))?;
-        if o.len() != llama.len() {
-            return Err(format!("{other}: {} floats, {} expected", o.len(), llama.len()).into());
-        }
-        runs.push(("llama.cpp other build", o));
+        runs.push(("llama.cpp other build", read_f32(Path::new(other))?));
     }
     for (name, r) in &runs {
         if r.len() != llama.len() {
             return Err(format!("{name}: {} logits, {} expected", r.len(), llama.len()).into());
         }
     }
+    // llama.cpp's top two tokens at every step, which every comparison below is about.
+    let tops: Vec<(usize, usize)> = (0..steps).map(|s| top2(row(&llama, vocab, s))).collect();
     runs.insert(0, ("llama.cpp", llama));
     let pairs: Vec<(usize, usize)> = (0..runs.len())
         .flat_map(|i| (i + 1..runs.len()).map(move |j| (i, j)))
@@ -145,7 +143,7 @@ fn main() -> Result<(), Error> {
         let mut moves: Vec<f64> = (0..steps)
             .map(|s| {
                 let l = row(&runs[0].1, vocab, s);
-                let (a, b) = top2(l);
+                let (a, b) = tops[s];
                 let (x, y) = (row(&runs[i].1, vocab, s), row(&runs[j].1, vocab, s));
                 let gap = |v: &[f32]| f64::from(v[a]) - f64::from(v[b]);
                 100.0 * (gap(x) - gap(y)).abs() / f64::from(l[a]).abs()
@@ -164,9 +162,8 @@ fn main() -> Result<(), Error> {
     }
     for (name, r) in &runs[1..] {
         let (mut differ, mut asked) = (0, 0);
-        for s in 0..steps {
+        for (s, &(a, b)) in tops.iter().enumerate() {
             let l = row(&runs[0].1, vocab, s);
-            let (a, b) = top2(l);
             if sampling::argmax(row(r, vocab, s)) as usize != a {
                 differ += 1;
                 if (l[a] - l[b]) / l[a].abs() >= 0.005 {
