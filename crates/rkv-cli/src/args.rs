@@ -14,7 +14,8 @@ use crate::fetch;
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// GGUF file or Hugging Face directory; omitted = the default model (fetched if absent)
+    /// GGUF file, Hugging Face directory, or a known model's name (`smollm2-135m`,
+    /// `qwen2.5-coder-1.5b`; fetched if absent); omitted = the default model
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Weight precision: `native` runs quantised matmuls, `f32` dequantises (reference mode)
@@ -50,25 +51,47 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
 }
 
 impl ModelArgs {
+    /// The model file or directory: `--model` as a path when one exists there, else as a
+    /// known model's name (fetched if absent); omitted, the default model.
+    pub fn path(&self) -> Result<PathBuf> {
+        match &self.model {
+            Some(value) => fetch::resolve_model(value),
+            None => fetch::ensure_default_model(),
+        }
+    }
+
+    /// The name a model goes by in reports and the server's model list: a known model's
+    /// own name, else the file's stem or the directory's name.
+    pub fn display_name(&self) -> String {
+        let Some(value) = &self.model else {
+            return fetch::DEFAULT_MODEL.name.to_string();
+        };
+        if !value.exists() {
+            if let Some(m) = value.to_str().and_then(fetch::known) {
+                return m.name.to_string();
+            }
+        }
+        let name = if value.is_dir() {
+            value.file_name()
+        } else {
+            value.file_stem()
+        };
+        name.map_or_else(|| "rkv".to_string(), |s| s.to_string_lossy().into_owned())
+    }
+
     pub fn load(&self) -> Result<LoadedModel> {
         let mode = match self.dtype.as_str() {
             "f32" => WeightMode::F32,
             _ => WeightMode::Native,
         };
-        match &self.model {
-            Some(path) => rkv_model::load(path, mode)
-                .with_context(|| format!("cannot load model {}", path.display())),
-            None => {
-                let path = fetch::ensure_default_model()?;
-                rkv_model::load(&path, mode).with_context(|| {
-                    format!(
-                        "cannot load the cached default model {} (damaged? run `rkv fetch`, \
-                         which checks it and downloads it again)",
-                        path.display()
-                    )
-                })
-            }
-        }
+        let path = self.path()?;
+        rkv_model::load(&path, mode).with_context(|| {
+            format!(
+                "cannot load model {} (a damaged cached model? `rkv fetch NAME --force` \
+                 downloads it again)",
+                path.display()
+            )
+        })
     }
 }
 
@@ -77,7 +100,8 @@ pub struct KvArgs {
     /// KV storage precision
     #[arg(long, default_value = "f16", value_parser = ["f16", "f32"])]
     pub kv_dtype: String,
-    /// KV policy: full|rkv|snapkv|h2o|streamingllm
+    /// KV policy: full|rkv|snapkv|h2o|streamingllm|gkv|keydiff (docs/compression.md says
+    /// when to pick which)
     #[arg(long, default_value = "full")]
     pub kv_policy: String,
     /// Slots kept per layer and KV head after a compression (window included)
@@ -102,12 +126,32 @@ pub struct PolicyTuning {
     /// R-KV cosine threshold for the latest similar slot
     #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub rkv_threshold: f32,
+    /// A policy's own parameter, NAME=VALUE (repeatable; `gkv`: alpha, lambda,
+    /// threshold). Each policy of the command takes the names it declares; a name none
+    /// declares is an error
+    #[arg(long = "kv-param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub kv_params: Vec<(String, f64)>,
+}
+
+/// `NAME=VALUE` of `--kv-param`.
+fn parse_param(s: &str) -> std::result::Result<(String, f64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))?;
+    let v: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{name}: {value:?} is not a number"))?;
+    if !v.is_finite() {
+        return Err(format!("{name}: the value must be finite"));
+    }
+    Ok((name.trim().to_string(), v))
 }
 
 impl PolicyTuning {
     /// The configuration of `policy` at `budget` with these parameters, validated.
     pub fn config(&self, policy: PolicyKind, budget: usize) -> Result<CompressionConfig> {
-        let cfg = CompressionConfig {
+        let mut cfg = CompressionConfig {
             policy,
             budget,
             buffer: self.kv_buffer,
@@ -116,9 +160,30 @@ impl PolicyTuning {
             threshold: self.rkv_threshold,
             ..CompressionConfig::default()
         };
+        for (name, value) in &self.kv_params {
+            if cfg.param(name).is_some() {
+                cfg.set_param(name, *value)
+                    .map_err(|e| usage!("--kv-param {name}: {e}"))?;
+            }
+        }
         cfg.validate_if_compressing()
             .map_err(|e| usage!("{policy} at budget {budget}: {e}"))?;
         Ok(cfg)
+    }
+
+    /// Refuses a `--kv-param` that none of `policies` declares.
+    pub fn check_params(&self, policies: &[PolicyKind]) -> Result<()> {
+        for (name, _) in &self.kv_params {
+            let probe = |p: &PolicyKind| CompressionConfig::with_policy(*p).param(name).is_some();
+            if !policies.iter().any(probe) {
+                let names: Vec<&str> = policies.iter().map(|p| p.name()).collect();
+                return Err(usage!(
+                    "--kv-param {name}: no policy of this command ({}) has that parameter",
+                    names.join(", ")
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -136,6 +201,8 @@ impl KvArgs {
     /// tuning.
     pub fn compression_for(&self, flag: &str, name: &str) -> Result<CompressionConfig> {
         let policy: PolicyKind = name.parse().map_err(|e| usage!("{flag}: {e}"))?;
+        let main: PolicyKind = self.kv_policy.parse().unwrap_or(policy);
+        self.tuning.check_params(&[main, policy])?;
         self.tuning.config(policy, self.kv_budget)
     }
 }

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::config::CompressionConfig;
 use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqStats};
 use serde_json::json;
 
@@ -178,13 +178,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let filler = model.tokenizer.encode(FILLER)?;
     let model_name = a
         .model
-        .model
-        .as_ref()
-        .and_then(|p| p.file_name())
-        .map_or_else(
-            || crate::fetch::DEFAULT_MODEL_FILE.to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
+        .path()?
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let mut cfg = engine_config(
         a.kv.kv_dtype(),
         compression,
@@ -219,10 +215,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let mut llama = match (&a.llama_bench, &a.llama_batched_bench) {
         (None, None) => None,
         (bench, batched) => {
-            let file = match &a.model.model {
-                Some(p) => p.clone(),
-                None => crate::fetch::ensure_default_model()?,
-            };
+            let file = a.model.path()?;
             if file.is_dir() {
                 return Err(usage!(
                     "llama.cpp runs on a GGUF file, and --model is a directory"
@@ -250,7 +243,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         // llama.cpp's prompt speed is compared only against a FullKV prefill: with a
         // compressing policy rkv's prefill also compresses (and the depth's prompt is
         // the longest part of a repeat).
-        let full = compression.policy == PolicyKind::Full;
+        let full = !compression.policy.compresses();
         for rep in 0..a.repeat {
             // llama.cpp runs after rkv in even repeats, before it in odd ones.
             let llama_first = rep % 2 == 1;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::config::CompressionConfig;
 use rkv_engine::Engine;
 use serde_json::json;
 
@@ -66,7 +66,7 @@ pub fn run(a: EventsArgs) -> Result<()> {
         return Err(usage!("--repeat and --limit must be positive"));
     }
     let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
-    if let Some((name, _)) = runs.iter().find(|(_, c)| c.policy == PolicyKind::Full) {
+    if let Some((name, _)) = runs.iter().find(|(_, c)| !c.policy.compresses()) {
         return Err(usage!(
             "policy `{name}` never compresses: there is no event to time"
         ));

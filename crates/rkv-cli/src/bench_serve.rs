@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::config::CompressionConfig;
 use rkv_engine::{
     Admission, EngineHandle, GenerationRequest, HandleConfig, RequestEvent, SamplingParams,
     Submission,
@@ -357,7 +357,7 @@ fn report(
     comp: &CompressionConfig,
     o: &Outcome,
 ) -> std::io::Result<()> {
-    let budget = (comp.policy != PolicyKind::Full).then_some(comp.budget);
+    let budget = comp.policy.compresses().then_some(comp.budget);
     // Compressing sequences always reserve; only FullKV's admission is a choice, and a
     // running server's (`--url`) is its own, not known here.
     let admission = match (budget, &a.url) {

@@ -36,8 +36,11 @@ struct Cli {
 enum Cmd {
     /// Generate text from a prompt
     Generate(generate::GenerateArgs),
-    /// Put the default model (SmolLM2-135M-Instruct Q4_1) into the model cache
+    /// Put a known model into the model cache: `smollm2-135m` (the default,
+    /// SmolLM2-135M-Instruct Q4_1) or `qwen2.5-coder-1.5b` (Q4_K_M, 1.1 GB)
     Fetch {
+        /// The model's name (default: the default model)
+        name: Option<String>,
         /// Download again even if present
         #[arg(long)]
         force: bool,
@@ -73,8 +76,17 @@ impl Cmd {
     fn run(self) -> anyhow::Result<()> {
         match self {
             Cmd::Generate(a) => generate::run(a),
-            Cmd::Fetch { force } => {
-                let path = fetch::fetch_default_model(force)?;
+            Cmd::Fetch { name, force } => {
+                let model = match name.as_deref() {
+                    None => &fetch::DEFAULT_MODEL,
+                    Some(n) => fetch::known(n).ok_or_else(|| {
+                        exit::usage!(
+                            "unknown model {n:?}; known models: {}",
+                            fetch::known_names()
+                        )
+                    })?,
+                };
+                let path = model.fetch(force)?;
                 Ok(out::outln!("{}", path.display())?)
             }
             Cmd::Bench(b) => bench::run(b),

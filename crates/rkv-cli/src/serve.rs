@@ -8,7 +8,6 @@
 //! line that says where the server listens.
 
 use std::future::Future;
-use std::path::Path;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -16,7 +15,6 @@ use rkv_engine::handle::{EngineHandle, HandleConfig};
 use rkv_server::ServerOptions;
 
 use crate::args::{EngineArgs, KvArgs, ModelArgs};
-use crate::fetch::DEFAULT_MODEL_FILE;
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -44,25 +42,13 @@ pub struct ServeArgs {
     pub engine: EngineArgs,
 }
 
-/// The served name of a model at `path` (`None`: the default model).
-fn model_name(path: Option<&Path>) -> String {
-    let path = path.unwrap_or(Path::new(DEFAULT_MODEL_FILE));
-    let name = if path.is_dir() {
-        path.file_name()
-    } else {
-        path.file_stem()
-    };
-    name.map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "rkv".to_string())
-}
-
 pub fn run(a: ServeArgs) -> Result<()> {
     let model = a.model.load()?;
     let cfg = a.engine.engine_config(&model, &a.kv)?;
     let name = a
         .served_model_name
         .clone()
-        .unwrap_or_else(|| model_name(a.model.model.as_deref()));
+        .unwrap_or_else(|| a.model.display_name());
     let handle = EngineHandle::spawn(
         model,
         cfg,

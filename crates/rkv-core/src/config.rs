@@ -12,49 +12,72 @@ use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
 
-/// Which KV-cache policy a sequence runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PolicyKind {
-    /// No compression: the baseline.
-    Full,
-    /// R-KV: importance mixed with redundancy (arXiv 2505.24133).
-    RKv,
-    /// Decoding-time SnapKV: R-KV with lambda = 1 (importance only).
-    SnapKv,
-    /// H2O heavy hitters (accumulated attention) plus recent slots.
-    H2o,
-    /// StreamingLLM: attention sinks plus recent slots.
-    StreamingLlm,
-}
+use crate::policy::{registry, KvPolicy, Needs};
 
+/// Which KV-cache policy a sequence runs: a handle on one entry of the policy registry
+/// ([`crate::policy::registry`]), copied freely; what the policy is and does is asked of
+/// the entry ([`PolicyKind::policy`]), never matched on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PolicyKind(u8);
+
+#[allow(non_upper_case_globals)]
 impl PolicyKind {
-    /// Every policy (their [`PolicyKind::name`]s are the accepted names).
-    pub const ALL: [PolicyKind; 5] = [
-        PolicyKind::Full,
-        PolicyKind::RKv,
-        PolicyKind::SnapKv,
-        PolicyKind::H2o,
-        PolicyKind::StreamingLlm,
-    ];
-    /// The canonical lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::Full => "full",
-            PolicyKind::RKv => "rkv",
-            PolicyKind::SnapKv => "snapkv",
-            PolicyKind::H2o => "h2o",
-            PolicyKind::StreamingLlm => "streamingllm",
+    /// No compression: the baseline.
+    pub const Full: PolicyKind = PolicyKind(0);
+    /// R-KV: importance mixed with redundancy (arXiv 2505.24133).
+    pub const RKv: PolicyKind = PolicyKind(1);
+    /// Decoding-time SnapKV: R-KV with lambda = 1 (importance only).
+    pub const SnapKv: PolicyKind = PolicyKind(2);
+    /// H2O heavy hitters (accumulated attention) plus recent slots.
+    pub const H2o: PolicyKind = PolicyKind(3);
+    /// StreamingLLM: attention sinks plus recent slots.
+    pub const StreamingLlm: PolicyKind = PolicyKind(4);
+
+    /// Every registered policy, in registry order (their names are the accepted names).
+    pub const ALL: [PolicyKind; registry::COUNT] = {
+        let mut all = [PolicyKind(0); registry::COUNT];
+        let mut i = 0;
+        while i < registry::COUNT {
+            all[i] = PolicyKind(i as u8);
+            i += 1;
         }
+        all
+    };
+
+    /// The registered policy this handle names.
+    pub fn policy(self) -> &'static dyn KvPolicy {
+        registry::POLICIES[usize::from(self.0)]
     }
 
-    /// Whether the policy scores slots with the window queries' logits (R-KV, SnapKV).
+    /// The canonical lowercase name.
+    pub fn name(self) -> &'static str {
+        self.policy().name()
+    }
+
+    /// What the policy observes.
+    pub fn needs(self) -> Needs {
+        self.policy().needs()
+    }
+
+    /// Whether the policy ever evicts (every policy but FullKV).
+    pub fn compresses(self) -> bool {
+        self.policy().compresses()
+    }
+
+    /// Whether the policy scores slots with the window queries' logits.
     pub fn needs_window_logits(self) -> bool {
-        matches!(self, PolicyKind::RKv | PolicyKind::SnapKv)
+        self.needs().window_logits
     }
 
     /// Whether the policy needs per-slot accumulated attention probabilities (H2O).
     pub fn needs_h2o_scores(self) -> bool {
-        matches!(self, PolicyKind::H2o)
+        self.needs().attention_mass
+    }
+}
+
+impl fmt::Debug for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -79,6 +102,17 @@ impl FromStr for PolicyKind {
     }
 }
 
+/// Values of the parameters a policy declares beyond the shared fields of
+/// [`CompressionConfig`] ([`crate::policy::ParamSpec::Extra`]), by slot; `None` is the
+/// declaring policy's default. Validated with the config.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PolicyParams(pub [Option<f32>; PolicyParams::SLOTS]);
+
+impl PolicyParams {
+    /// How many policy-specific parameters one policy may declare.
+    pub const SLOTS: usize = 4;
+}
+
 /// A configuration error; the message names the offending field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
@@ -98,6 +132,19 @@ pub enum ConfigError {
     LambdaOutOfRange(f32),
     #[error("threshold must lie in (-1, 1), got {0}")]
     ThresholdOutOfRange(f32),
+    #[error("unknown parameter {name:?} for policy {policy}; its parameters: {valid}")]
+    UnknownParam {
+        policy: &'static str,
+        name: String,
+        valid: String,
+    },
+    #[error("parameter {name} of policy {policy} must lie in {range}, got {value}")]
+    ParamOutOfRange {
+        policy: &'static str,
+        name: &'static str,
+        range: String,
+        value: f64,
+    },
 }
 
 /// KV compression parameters for one sequence (the same for every layer and head).
@@ -118,6 +165,8 @@ pub struct CompressionConfig {
     pub threshold: f32,
     /// StreamingLLM attention sinks.
     pub sinks: usize,
+    /// The parameters the policy declares beyond these fields (G-KV's decay, ...).
+    pub params: PolicyParams,
 }
 
 impl Default for CompressionConfig {
@@ -131,6 +180,7 @@ impl Default for CompressionConfig {
             lambda: 0.1,
             threshold: 0.5,
             sinks: 4,
+            params: PolicyParams::default(),
         }
     }
 }
@@ -168,18 +218,53 @@ impl CompressionConfig {
         }
     }
 
-    /// The lambda the scorer uses: 1 for SnapKV (importance only), else `lambda`.
+    /// The lambda the scorer uses: `lambda` where the policy subtracts R-KV's redundancy,
+    /// else 1 (importance only: SnapKV).
     pub fn effective_lambda(&self) -> f32 {
-        match self.policy {
-            PolicyKind::SnapKv => 1.0,
-            _ => self.lambda,
+        if self.policy.needs().redundancy {
+            self.lambda
+        } else {
+            1.0
         }
+    }
+
+    /// Sets the policy's parameter `name` (as [`KvPolicy::params`] names it) to `value`,
+    /// checked against its range; an unknown name is an error that lists the known ones.
+    /// Nothing changes on error.
+    pub fn set_param(&mut self, name: &str, value: f64) -> Result<(), ConfigError> {
+        let policy = self.policy.policy();
+        let spec = policy
+            .params()
+            .iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| ConfigError::UnknownParam {
+                policy: policy.name(),
+                name: name.to_string(),
+                valid: match policy.params() {
+                    [] => "none".to_string(),
+                    ps => ps.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "),
+                },
+            })?;
+        spec.check(policy.name(), value)?;
+        spec.set(self, value);
+        Ok(())
+    }
+
+    /// The value of the policy's parameter `name` (its default when unset).
+    pub fn param(&self, name: &str) -> Option<f64> {
+        let spec = self
+            .policy
+            .policy()
+            .params()
+            .iter()
+            .find(|p| p.name() == name)?;
+        Some(spec.get(self))
     }
 
     /// [`Self::validate`] for a compressing policy; FullKV never reads the other fields,
     /// so any values pass.
     pub fn validate_if_compressing(&self) -> Result<(), ConfigError> {
-        if self.policy == PolicyKind::Full {
+        if !self.policy.compresses() {
             Ok(())
         } else {
             self.validate()
@@ -215,21 +300,24 @@ impl CompressionConfig {
         if !(self.threshold > -1.0 && self.threshold < 1.0) {
             return Err(ConfigError::ThresholdOutOfRange(self.threshold));
         }
+        let policy = self.policy.policy();
+        for spec in policy.params() {
+            spec.check(policy.name(), spec.get(self))?;
+        }
         Ok(())
     }
 
     /// Whether a cache of `len` resident slots (after a step's append) is compressed.
     pub fn should_compress(&self, len: usize) -> bool {
-        self.policy != PolicyKind::Full && len >= self.budget.saturating_add(self.buffer)
+        self.policy.compresses() && len >= self.budget.saturating_add(self.buffer)
     }
 
     /// The most slots a sequence ever holds per layer per KV head: `B + b`
     /// (`None` for FullKV, which is unbounded).
     pub fn max_resident_slots(&self) -> Option<usize> {
-        match self.policy {
-            PolicyKind::Full => None,
-            _ => Some(self.budget.saturating_add(self.buffer)),
-        }
+        self.policy
+            .compresses()
+            .then(|| self.budget.saturating_add(self.buffer))
     }
 
     /// Resident slots right after a compression (`min(len, B)`).

@@ -118,6 +118,7 @@ fn run_select(case: &Case) -> Result<Vec<String>, String> {
             window: w,
             window_logits: &logits,
             h2o_scores: &[],
+            values: &[],
         };
         let exp_keep = &expected_keep[h * eshape[1]..(h + 1) * eshape[1]];
         let exp_score = if scores_present {
@@ -262,6 +263,7 @@ fn simulate(
                     window: w,
                     window_logits: &logits,
                     h2o_scores: &[],
+                    values: &[],
                 };
                 let kept = select_keep_with(cfg, &obs, &mut states[h], path)
                     .map_err(|e| format!("{} head {h} token {t}: {e}", case.name))?;

@@ -164,6 +164,7 @@ fn rkv_config(
         lambda,
         threshold,
         sinks: 0,
+        params: Default::default(),
     }
 }
 
@@ -230,6 +231,7 @@ fn run(
             window,
             window_logits: &logits,
             h2o_scores: &[],
+            values: &[],
         };
         let described = state.described();
         let oracle = redundancy_oracle(&keys, dim, threshold, window);
@@ -432,6 +434,7 @@ fn run_paged(seed: u64, dim: usize, run_len: usize, n_comp: usize) -> Result<(),
             window,
             window_logits: &logits,
             h2o_scores: &[],
+            values: &[],
         };
         let kept = select_keep(&cfg, &obs(KeyRows::flat_f32(&flat, dim)), &mut flat_state)
             .map_err(|e| e.to_string())?;

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use rkv_core::block_pool::BlockTable;
-use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::config::CompressionConfig;
 use rkv_core::policy::{select_keep, select_keep_explained, HeadObservation, HeadState, KeyRows};
 use rkv_model::AttentionShape;
 
@@ -187,7 +187,11 @@ impl SeqCompression {
             first_position: first_position as u32,
             capture,
             accumulate: self.h2o.take(),
-            describe: (self.cfg.policy == PolicyKind::RKv)
+            describe: self
+                .cfg
+                .policy
+                .needs()
+                .redundancy
                 .then(|| (std::mem::take(&mut self.heads), self.cfg.threshold)),
             sums: self.cfg.should_compress(len_before + n),
         })
@@ -263,7 +267,8 @@ impl SeqCompression {
         store.make_writable(table, 0)?;
         let blocks = table.blocks().to_vec();
         let cfg = self.cfg;
-        let needs_keys = cfg.policy == PolicyKind::RKv;
+        let needs = cfg.policy.needs();
+        let needs_keys = needs.keys || needs.redundancy;
         let store_ref = &*store;
         let h2o = self.h2o.as_ref();
         let bs = store.layout().block_size;
@@ -275,43 +280,51 @@ impl SeqCompression {
             .par_iter_mut()
             .enumerate()
             // One key buffer per worker, reused across heads, for block sizes that are not
-            // a power of two; otherwise the keys are read where they lie.
-            .map_init(Vec::new, |flat, (i, state)| {
-                let (layer, head) = (i / nkv, i % nkv);
-                let runs = match (needs_keys, runs_fit) {
-                    (true, true) => Some(store_ref.key_runs(&blocks, layer, head, len)),
-                    (true, false) => {
-                        store_ref.read_keys_into(&blocks, layer, head, len, flat);
-                        None
+            // a power of two (otherwise the keys are read where they lie), and one for
+            // values where the policy reads them.
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(flat, values), (i, state)| {
+                    let (layer, head) = (i / nkv, i % nkv);
+                    let runs = match (needs_keys, runs_fit) {
+                        (true, true) => Some(store_ref.key_runs(&blocks, layer, head, len)),
+                        (true, false) => {
+                            store_ref.read_keys_into(&blocks, layer, head, len, flat);
+                            None
+                        }
+                        (false, _) => None,
+                    };
+                    let keys = match &runs {
+                        Some(r) => r.rows(bs, len, d).map_err(|e| e.to_string())?,
+                        None => KeyRows::flat_f32(flat, d),
+                    };
+                    if needs.values {
+                        store_ref.read_values_into(&blocks, layer, head, len, values);
                     }
-                    (false, _) => None,
-                };
-                let keys = match &runs {
-                    Some(r) => r.rows(bs, len, d).map_err(|e| e.to_string())?,
-                    None => KeyRows::flat_f32(flat, d),
-                };
-                let obs = HeadObservation {
-                    len,
-                    head_dim: d,
-                    keys,
-                    // The window was reduced over each GQA group as it was captured.
-                    group: 1,
-                    window: w,
-                    window_logits: win.as_ref().map_or(&[][..], |x| &x.data[i][..]),
-                    h2o_scores: h2o.map_or(&[][..], |a| &a[i][..]),
-                };
-                if !recording {
-                    return select_keep(&cfg, &obs, state)
-                        .map(|keep| (keep, None))
-                        .map_err(|e| e.to_string());
-                }
-                let ex = select_keep_explained(&cfg, &obs, state).map_err(|e| e.to_string())?;
-                let positions: Vec<u32> = (0..len)
-                    .map(|s| store_ref.position(&blocks, layer, head, s))
-                    .collect();
-                let event = head_event(&positions, &ex);
-                Ok((ex.kept, Some(event)))
-            })
+                    let obs = HeadObservation {
+                        len,
+                        head_dim: d,
+                        keys,
+                        // The window was reduced over each GQA group as it was captured.
+                        group: 1,
+                        window: w,
+                        window_logits: win.as_ref().map_or(&[][..], |x| &x.data[i][..]),
+                        h2o_scores: h2o.map_or(&[][..], |a| &a[i][..]),
+                        values: if needs.values { &values[..] } else { &[] },
+                    };
+                    if !recording {
+                        return select_keep(&cfg, &obs, state)
+                            .map(|keep| (keep, None))
+                            .map_err(|e| e.to_string());
+                    }
+                    let ex = select_keep_explained(&cfg, &obs, state).map_err(|e| e.to_string())?;
+                    let positions: Vec<u32> = (0..len)
+                        .map(|s| store_ref.position(&blocks, layer, head, s))
+                        .collect();
+                    let event = head_event(&positions, &ex);
+                    Ok((ex.kept, Some(event)))
+                },
+            )
             .collect();
         let new_len = cfg.len_after_compression(len);
         let compacting = Instant::now();
@@ -361,6 +374,7 @@ mod tests {
     use super::*;
     use crate::kv_store::{KvDtype, KvLayout};
     use crate::paged_attention::PagedAttention;
+    use rkv_core::config::PolicyKind;
     use rkv_model::Attention;
 
     /// A model shape of `n_layers` layers with one KV head of `d` dims and two query heads,

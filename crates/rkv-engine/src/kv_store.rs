@@ -307,6 +307,24 @@ impl KvStore {
         }
     }
 
+    /// Values of slots `0..len` of (layer, head) as f32 into `out` (resized to
+    /// `[len, head_dim]`), for policies that read values.
+    pub fn read_values_into(
+        &self,
+        blocks: &[BlockId],
+        layer: usize,
+        head: usize,
+        len: usize,
+        out: &mut Vec<f32>,
+    ) {
+        let (bs, d) = (self.layout.block_size, self.layout.head_dim);
+        out.resize(len * d, 0.0);
+        for (i, chunk) in out.chunks_mut(bs * d).enumerate() {
+            let at = self.layout.elem_offset(blocks[i], layer, head, 0);
+            self.values.read(at, chunk);
+        }
+    }
+
     /// The key of `slot` of (layer, head) as stored, widened to f32, into `out`
     /// (`[head_dim]`).
     pub fn read_key(

@@ -89,12 +89,11 @@ fn expected_compressions(prompt: usize, fed: usize, b: usize, buf: usize) -> usi
 
 #[test]
 fn policies_bound_memory_and_follow_the_schedule() {
-    let compressing = [
-        PolicyKind::RKv,
-        PolicyKind::SnapKv,
-        PolicyKind::H2o,
-        PolicyKind::StreamingLlm,
-    ];
+    // Every registered policy that compresses, the new ones included.
+    let compressing: Vec<PolicyKind> = PolicyKind::ALL
+        .into_iter()
+        .filter(|p| p.compresses())
+        .collect();
     for (si, spec) in SPECS.iter().enumerate() {
         let m = TinyModel::new(*spec, 100 + si as u64);
         let mut e = m.engine(256);
@@ -115,7 +114,7 @@ fn policies_bound_memory_and_follow_the_schedule() {
         // Tokens sampled at or before the step that first reaches B + b saw the whole cache.
         let same_prefix = BUDGET + BUFFER - PROMPT + 1;
         let mut outputs = Vec::new();
-        for policy in compressing {
+        for &policy in &compressing {
             let tag = format!("{} {policy}", spec.name);
             let out = generate(&mut e, &prompt, MAX_TOKENS, comp(policy, BUDGET), &tag);
             let st = &out.stats;

@@ -3,7 +3,7 @@
 //!
 //! Must not know: HTTP, how policies compress.
 
-use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::config::{CompressionConfig, PolicyKind, PolicyParams};
 
 use crate::error::ApiError;
 use crate::request::KvCompressionIn;
@@ -20,9 +20,14 @@ pub fn resolve(
     };
     let mut cfg = default;
     if let Some(p) = &r.policy {
-        cfg.policy = p
+        let policy = p
             .parse::<PolicyKind>()
             .map_err(|e| ApiError::invalid_param(PARAM, format!("kv_compression.policy: {e}")))?;
+        if policy != cfg.policy {
+            // Another policy's own parameters mean nothing to this one.
+            cfg.params = PolicyParams::default();
+        }
+        cfg.policy = policy;
     }
     if let Some(v) = r.budget {
         cfg.budget = count("budget", v)?;
@@ -33,22 +38,53 @@ pub fn resolve(
     if let Some(v) = r.window {
         cfg.window = count("window", v)?;
     }
+    // The shared fields go to the policy's parameter of that name where it declares
+    // one (G-KV's own lambda), else to the field itself.
     if let Some(v) = r.kernel {
-        cfg.kernel = count("kernel", v)?;
+        set_shared(&mut cfg, "kernel", count("kernel", v)? as f64, |c| {
+            c.kernel = v as usize
+        })?;
     }
     if let Some(v) = r.sinks {
-        cfg.sinks = count("sinks", v)?;
+        set_shared(&mut cfg, "sinks", count("sinks", v)? as f64, |c| {
+            c.sinks = v as usize
+        })?;
     }
     if let Some(v) = r.lambda {
-        cfg.lambda = real("lambda", v)?;
+        let x = real("lambda", v)?;
+        set_shared(&mut cfg, "lambda", f64::from(x), |c| c.lambda = x)?;
     }
     if let Some(v) = r.threshold {
-        cfg.threshold = real("threshold", v)?;
+        let x = real("threshold", v)?;
+        set_shared(&mut cfg, "threshold", f64::from(x), |c| c.threshold = x)?;
+    }
+    for (name, &v) in r.params.iter().flatten() {
+        real(name, v)?;
+        cfg.set_param(name, v).map_err(|e| {
+            ApiError::invalid_param(PARAM, format!("kv_compression.params.{name}: {e}"))
+        })?;
     }
     cfg.validate_if_compressing().map_err(|e| {
         ApiError::invalid_param(PARAM, format!("kv_compression ({}): {e}", cfg.policy))
     })?;
     Ok(cfg)
+}
+
+/// Sets `name` as the policy's parameter when it declares one (range checked), else
+/// through `field`.
+fn set_shared(
+    cfg: &mut CompressionConfig,
+    name: &str,
+    value: f64,
+    field: impl FnOnce(&mut CompressionConfig),
+) -> Result<(), ApiError> {
+    if cfg.param(name).is_some() {
+        cfg.set_param(name, value)
+            .map_err(|e| ApiError::invalid_param(PARAM, format!("kv_compression.{name}: {e}")))
+    } else {
+        field(cfg);
+        Ok(())
+    }
 }
 
 /// Slot counts: the engine's arithmetic must not overflow, so absurd values are refused
@@ -121,6 +157,37 @@ mod tests {
             assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST, "{bad:?}");
             assert_eq!(e.body()["error"]["param"], "kv_compression");
         }
+    }
+
+    #[test]
+    fn policy_params_are_validated_by_name() {
+        let d = CompressionConfig::with_policy(PolicyKind::RKv);
+        let with = |policy: &str, params: &[(&str, f64)]| KvCompressionIn {
+            policy: Some(policy.into()),
+            params: Some(params.iter().map(|&(k, v)| (k.to_string(), v)).collect()),
+            ..KvCompressionIn::default()
+        };
+        let got = resolve(Some(&with("gkv", &[("alpha", 0.5)])), d).unwrap();
+        assert_eq!(got.param("alpha"), Some(0.5));
+        assert_eq!(got.param("lambda"), Some(0.5), "G-KV's own default");
+        for (bad, names) in [
+            (with("gkv", &[("alpha", 1.5)]), "alpha"),
+            (with("gkv", &[("decay", 0.5)]), "decay"),
+            (with("keydiff", &[("lambda", 0.5)]), "lambda"),
+            (with("rkv", &[("threshold", 1.0)]), "threshold"),
+        ] {
+            let e = resolve(Some(&bad), d).unwrap_err();
+            assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST, "{bad:?}");
+            let msg = e.body()["error"]["message"].to_string();
+            assert!(msg.contains(names), "{msg}");
+        }
+        // A top-level lambda is G-KV's own lambda under G-KV, range checked.
+        let top = KvCompressionIn {
+            policy: Some("gkv".into()),
+            lambda: Some(0.25),
+            ..KvCompressionIn::default()
+        };
+        assert_eq!(resolve(Some(&top), d).unwrap().param("lambda"), Some(0.25));
     }
 
     #[test]

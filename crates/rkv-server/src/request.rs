@@ -116,6 +116,10 @@ pub struct KvCompressionIn {
     pub kernel: Option<u64>,
     #[serde(default)]
     pub sinks: Option<u64>,
+    /// The policy's own parameters by name (`{"alpha": 0.8}` for G-KV); a name the
+    /// policy does not declare, or a value outside its range, is refused.
+    #[serde(default)]
+    pub params: Option<std::collections::BTreeMap<String, f64>>,
 }
 
 /// A JSON body whose rejections (missing content type, syntax, wrong types) come back

@@ -5,7 +5,7 @@
 //!
 //! Must not know: HTTP, the engine's internals (it reads finished outputs only).
 
-use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::config::CompressionConfig;
 use rkv_engine::{GenerationOutput, SeqStats};
 use serde_json::{json, Map, Value};
 
@@ -94,7 +94,7 @@ impl Usage {
 
     pub fn to_json(&self) -> Value {
         let c = &self.compression;
-        let budget = (c.policy != PolicyKind::Full).then_some(c.budget);
+        let budget = c.policy.compresses().then_some(c.budget);
         json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

@@ -169,11 +169,23 @@ fn argmax(x: &[f32]) -> usize {
 
 pub fn run(a: FidelityArgs) -> Result<()> {
     let mut configs = Vec::new();
-    for p in &a.policies {
+    let names: Vec<&str> = if a.policies.iter().any(|p| p == "all") {
+        // Every registered policy that compresses, in registry order.
+        PolicyKind::ALL
+            .into_iter()
+            .filter(|p| p.compresses())
+            .map(PolicyKind::name)
+            .collect()
+    } else {
+        a.policies.iter().map(String::as_str).collect()
+    };
+    let mut policies = Vec::new();
+    for p in names {
         let policy: PolicyKind = p.parse().map_err(|e| usage!("--policies: {e}"))?;
-        if policy == PolicyKind::Full {
+        policies.push(policy);
+        if !policy.compresses() {
             return Err(usage!(
-                "--policies: `full` is the baseline every policy is compared with"
+                "--policies: `{p}` is the baseline every policy is compared with"
             ));
         }
         for &budget in &a.budgets {
@@ -181,6 +193,7 @@ pub fn run(a: FidelityArgs) -> Result<()> {
             configs.push(cfg);
         }
     }
+    a.tuning.check_params(&policies)?;
     if configs.is_empty() {
         return Err(usage!("give at least one policy and one budget"));
     }

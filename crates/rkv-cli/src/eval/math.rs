@@ -14,7 +14,6 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rkv_core::config::PolicyKind;
 use rkv_engine::{fits_context, Engine, GenerationOutput, GenerationRequest, SamplingParams};
 use rkv_eval::grade::grade;
 use rkv_eval::{read_math_problems, MathProblem};
@@ -89,7 +88,7 @@ pub fn run(a: MathArgs) -> Result<()> {
     }
     let compression = a.kv.compression()?;
     // FullKV keeps everything: no budget to report.
-    let budget = (compression.policy != PolicyKind::Full).then_some(a.kv.kv_budget);
+    let budget = compression.policy.compresses().then_some(a.kv.kv_budget);
     let base = SamplingParams {
         temperature: a.temperature,
         top_k: a.top_k,

@@ -58,7 +58,7 @@ pub struct InspectArgs {
     /// KV storage precision
     #[arg(long, default_value = "f16", value_parser = ["f16", "f32"])]
     pub kv_dtype: String,
-    /// The policy inspected: rkv|snapkv|h2o|streamingllm
+    /// The policy inspected: rkv|snapkv|h2o|streamingllm|gkv|keydiff
     #[arg(long, default_value = "rkv")]
     pub kv_policy: String,
     /// Slots kept per layer and KV head after a compression (window included)
@@ -80,7 +80,7 @@ pub struct InspectArgs {
 impl InspectArgs {
     fn policy(&self, flag: &str, name: &str) -> Result<CompressionConfig> {
         let policy: PolicyKind = name.parse().map_err(|e| usage!("{flag}: {e}"))?;
-        if policy == PolicyKind::Full {
+        if !policy.compresses() {
             return Err(usage!(
                 "{flag}: `full` never compresses; it is the baseline the KL is measured against"
             ));
@@ -171,6 +171,8 @@ pub fn run(a: InspectArgs) -> Result<()> {
     if let Some(p) = &a.compare_policy {
         configs.push(a.policy("--compare-policy", p)?);
     }
+    a.tuning
+        .check_params(&configs.iter().map(|c| c.policy).collect::<Vec<_>>())?;
     if a.trace.is_none() && a.prompt.is_none() && a.prompt_file.is_none() {
         return Err(usage!(
             "give --prompt, --prompt-file or --trace FILE.jsonl --index N"

@@ -88,6 +88,7 @@ pub fn setup(budget: usize, dim: usize, structured: bool) -> Setup {
         window: WINDOW,
         window_logits: &first_logits,
         h2o_scores: &[],
+        values: &[],
     };
     let mut state = HeadState::new();
     let kept = select_keep(&cfg, &obs, &mut state).unwrap_or_default();
@@ -186,6 +187,7 @@ impl Setup {
             window: WINDOW,
             window_logits: &self.logits,
             h2o_scores: &[],
+            values: &[],
         }
     }
 }

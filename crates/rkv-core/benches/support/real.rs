@@ -91,6 +91,7 @@ impl Stream {
             window: WINDOW,
             window_logits: &first_logits,
             h2o_scores: &[],
+            values: &[],
         };
         let mut state = HeadState::new();
         let kept = select_keep(&cfg, &obs, &mut state).map_err(|e| e.to_string())?;

@@ -8,21 +8,24 @@
 //! Must not know: positions, layers, events, how a recorder stores or shows the terms.
 
 use super::{
-    h2o, score_validated, select, streaming, validate_observation, HeadObservation, HeadState,
-    PolicyError, RedundancyPath, StateRef,
+    score_validated, select, validate_observation, HeadObservation, HeadState, PolicyError,
+    RedundancyPath, StateRef,
 };
-use crate::config::{CompressionConfig, PolicyKind};
+use crate::config::CompressionConfig;
 
-/// One head's selection and the terms that decided it. Candidate slots are `0..L-w` for
-/// R-KV and SnapKV (the last `w` are always kept), all `L` slots for H2O.
+/// One head's selection and the terms that decided it. Candidate slots are `0..L-r` for
+/// a scored policy that always keeps its `r` most recent slots (`r = w` for R-KV,
+/// SnapKV, G-KV, KeyDiff; `B/2` for H2O, whose importance is the accumulated attention).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Explained {
     /// Ascending kept slot indices, as [`super::select_keep`] returns them.
     pub kept: Vec<usize>,
-    /// `[L - w]` importance after the max-pool (R-KV, SnapKV); `[L]` accumulated
-    /// attention (H2O); empty otherwise and when the cache was not scored (`L < B`).
+    /// `[L - r]` the attention-like term (R-KV and SnapKV: importance after the
+    /// max-pool; G-KV: the global score; H2O: accumulated attention, all `[L]`); empty
+    /// for policies without one and when the cache was not scored (`L < B`).
     pub importance: Vec<f32>,
-    /// `[L - w]` redundancy (R-KV only; else empty).
+    /// `[L - r]` the term subtracted from it (R-KV's and G-KV's redundancy; KeyDiff's
+    /// cosine to the mean key); else empty.
     pub redundancy: Vec<f64>,
     /// `[L]` each slot's latest similar slot `r(i)` over all `L` slots, `None` where no
     /// key passes the threshold (R-KV only; else empty). For an evicted slot `i`, an
@@ -37,51 +40,44 @@ pub fn select_keep_explained(
     state: &mut HeadState,
 ) -> Result<Explained, PolicyError> {
     validate_observation(cfg, obs)?;
-    let all = || (0..obs.len).collect::<Vec<_>>();
-    if obs.len < cfg.budget {
+    let policy = cfg.policy.policy();
+    if obs.len < cfg.budget || !policy.compresses() {
         return Ok(Explained {
-            kept: all(),
+            kept: (0..obs.len).collect(),
             ..Explained::default()
         });
     }
-    match cfg.policy {
-        PolicyKind::Full => Ok(Explained {
-            kept: all(),
-            ..Explained::default()
-        }),
-        PolicyKind::StreamingLlm => Ok(Explained {
-            kept: streaming::streaming_keep(obs.len, cfg.budget, cfg.sinks),
-            ..Explained::default()
-        }),
-        PolicyKind::H2o => Ok(Explained {
-            kept: h2o::h2o_keep(obs.h2o_scores, cfg.budget),
-            importance: obs.h2o_scores.to_vec(),
-            ..Explained::default()
-        }),
-        PolicyKind::RKv | PolicyKind::SnapKv => {
-            let (scores, pass) =
-                score_validated(cfg, obs, StateRef::Shared(state), RedundancyPath::Fast)?;
-            let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
-            let latest_similar = match pass {
-                Some(pass) => {
-                    pass.commit(&kept, state)?;
-                    pass.latest()
-                }
-                None => Vec::new(),
-            };
-            Ok(Explained {
-                kept,
-                importance: scores.importance,
-                redundancy: scores.redundancy,
-                latest_similar,
-            })
+    policy.explain(cfg, obs, state, RedundancyPath::Fast)
+}
+
+/// R-KV's and SnapKV's explained selection (the scores kept beside the kept slots).
+pub(crate) fn explain_rkv_family(
+    cfg: &CompressionConfig,
+    obs: &HeadObservation<'_>,
+    state: &mut HeadState,
+    path: RedundancyPath,
+) -> Result<Explained, PolicyError> {
+    let (scores, pass) = score_validated(cfg, obs, StateRef::Shared(state), path)?;
+    let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
+    let latest_similar = match pass {
+        Some(pass) => {
+            pass.commit(&kept, state)?;
+            pass.latest()
         }
-    }
+        None => Vec::new(),
+    };
+    Ok(Explained {
+        kept,
+        importance: scores.importance,
+        redundancy: scores.redundancy,
+        latest_similar,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PolicyKind;
     use crate::policy::{redundancy_oracle, score_head, select_keep, KeyRows};
 
     fn noise(seed: u64, n: usize) -> Vec<f32> {
@@ -150,6 +146,7 @@ mod tests {
                     window: c.window,
                     window_logits: &logits,
                     h2o_scores: &h2o,
+                    values: &[],
                 };
                 let scored = score_head(&c, &obs, &plain, RedundancyPath::Fast).ok();
                 let want = select_keep(&c, &obs, &mut plain).expect("select");
@@ -202,6 +199,7 @@ mod tests {
             window: 4,
             window_logits: &logits,
             h2o_scores: &[],
+            values: &[],
         };
         let got = select_keep_explained(&c, &obs, &mut HeadState::new()).expect("explain");
         assert_eq!(got.kept, (0..10).collect::<Vec<_>>());

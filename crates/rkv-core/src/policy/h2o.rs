@@ -7,15 +7,105 @@
 //! the schedule.
 
 use super::select::top_k_plus_window;
+use super::{
+    Explained, HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec, PolicyError,
+    RedundancyPath, Scored,
+};
+use crate::config::CompressionConfig;
+
+const PARAMS: [ParamSpec; 1] = [RECENT];
+
+/// The share of the budget kept for the most recent slots (H2O's is one half).
+pub(crate) const RECENT: ParamSpec = ParamSpec {
+    name: "recent",
+    help: "share of the budget kept for the most recent slots",
+    min: 0.0,
+    max: 1.0,
+    open: false,
+    integer: false,
+    default: 0.5,
+    field: ParamField::Extra(0),
+};
+
+/// `floor(budget * share)` recent slots, at least the window.
+pub(crate) fn recent_slots(cfg: &CompressionConfig, share: f64) -> usize {
+    ((cfg.budget as f64 * share).floor() as usize).clamp(cfg.window.min(cfg.budget), cfg.budget)
+}
+
+/// H2O: the `B/2` most recent slots and the `B - B/2` heaviest others.
+#[derive(Debug, Clone, Copy)]
+pub struct H2o;
+
+impl KvPolicy for H2o {
+    fn name(&self) -> &'static str {
+        "h2o"
+    }
+
+    fn about(&self) -> &'static str {
+        "H2O: accumulated attention (heavy hitters) plus B/2 recent slots (arXiv 2306.14048)"
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            attention_mass: true,
+            ..Needs::default()
+        }
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        &PARAMS
+    }
+
+    fn protected_recent(&self, cfg: &CompressionConfig) -> usize {
+        // B/2 at the default share: `floor(B * 0.5)`.
+        recent_slots(cfg, RECENT.get(cfg))
+    }
+
+    fn score(
+        &self,
+        cfg: &CompressionConfig,
+        obs: &HeadObservation<'_>,
+        _state: &mut HeadState,
+        _path: RedundancyPath,
+    ) -> Result<Scored, PolicyError> {
+        let candidates = obs.len.saturating_sub(self.protected_recent(cfg));
+        Ok(Scored {
+            score: obs.h2o_scores[..candidates]
+                .iter()
+                .map(|&x| f64::from(x))
+                .collect(),
+            ..Scored::default()
+        })
+    }
+
+    fn explain(
+        &self,
+        cfg: &CompressionConfig,
+        obs: &HeadObservation<'_>,
+        _state: &mut HeadState,
+        _path: RedundancyPath,
+    ) -> Result<Explained, PolicyError> {
+        Ok(Explained {
+            kept: h2o_keep_recent(obs.h2o_scores, cfg.budget, self.protected_recent(cfg)),
+            importance: obs.h2o_scores.to_vec(),
+            ..Explained::default()
+        })
+    }
+}
 
 /// Kept slots, ascending. `accumulated`: `[len]` attention probability mass each slot has
 /// received since it entered the cache. Ties go to the lower (older) index.
 pub fn h2o_keep(accumulated: &[f32], budget: usize) -> Vec<usize> {
+    h2o_keep_recent(accumulated, budget, budget / 2)
+}
+
+/// [`h2o_keep`] with `recent` (at most `budget`) most recent slots instead of `B/2`.
+pub fn h2o_keep_recent(accumulated: &[f32], budget: usize, recent: usize) -> Vec<usize> {
     let len = accumulated.len();
     if len <= budget {
         return (0..len).collect();
     }
-    let recent = budget / 2;
+    let recent = recent.min(budget);
     let scores: Vec<f64> = accumulated[..len - recent]
         .iter()
         .map(|&x| f64::from(x))

@@ -1,10 +1,11 @@
 //! KV-cache policies: scores in, kept slot indices out, per KV head (DESIGN.md §2).
 //!
 //! Owns: the boundary the engine calls ([`HeadObservation`] + [`HeadState`] in, ascending
-//! kept slot indices out, via [`select_keep`]), shape validation, and the dispatch to
-//! FullKV, R-KV (arXiv 2505.24133, reference Zefan-Cai/R-KV), SnapKV (R-KV with
-//! lambda = 1), StreamingLLM and H2O. The golden vectors in `shared/golden/` pin the
-//! scored policies down.
+//! kept slot indices out, via [`select_keep`]), shape validation of what each policy
+//! declares it needs, and the dispatch through the registry to the policies behind the
+//! [`KvPolicy`] seam, one file each: FullKV, R-KV (arXiv 2505.24133, reference
+//! Zefan-Cai/R-KV), SnapKV (R-KV with lambda = 1), StreamingLLM, H2O, G-KV and KeyDiff.
+//! The golden vectors in `shared/golden/` pin the first five down.
 //!
 //! Must not know: tensors, devices, models, the block pool, files. The engine gathers
 //! the slices (keys, window logits, H2O accumulations) and applies the kept indices.
@@ -13,13 +14,21 @@ pub mod cosine;
 pub mod describe;
 pub mod dot;
 pub mod explain;
+pub mod full;
+pub mod gkv;
 pub mod h2o;
+pub mod hybrid;
 pub mod importance;
 mod kept;
+pub mod keydiff;
 pub mod keys;
 pub mod redundancy;
 pub mod redundancy_fast;
+pub mod registry;
+pub mod rkv;
+pub mod seam;
 pub mod select;
+pub mod snapkv;
 pub mod streaming;
 /// The incremental redundancy's tiled passes, both built on every x86-64 target and
 /// chosen at run time (`crate::simd`): 8 rows x 2 vectors where the CPU has AVX-512F
@@ -30,14 +39,16 @@ pub mod streaming;
 mod tile_avx2;
 #[cfg(target_arch = "x86_64")]
 mod tile_avx512;
+pub mod with_redundancy;
 
 pub use describe::{appended_dots, AppendedRows};
 pub use explain::{select_keep_explained, Explained};
 pub use keys::{KeyElem, KeyRows, Prefetcher, Rows};
 pub use redundancy::{redundancy_oracle, Redundancy};
 pub use redundancy_fast::{redundancy_incremental, FastRedundancy, HeadState};
+pub use seam::{select_scored, KvPolicy, Needs, ParamField, ParamSpec, Scored};
 
-use crate::config::{CompressionConfig, ConfigError, PolicyKind};
+use crate::config::{CompressionConfig, ConfigError};
 
 /// What a policy may look at for one KV head of one layer of one sequence.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +71,8 @@ pub struct HeadObservation<'a> {
     pub window_logits: &'a [f32],
     /// `[L]` accumulated attention probability per slot (H2O only; else may be empty).
     pub h2o_scores: &'a [f32],
+    /// `[L, d]` values, f32 (policies that declare [`Needs::values`]; else may be empty).
+    pub values: &'a [f32],
 }
 
 /// A bad observation, state or configuration. Never a panic.
@@ -130,7 +143,7 @@ fn check_len(
     }
 }
 
-/// Validate the observation's shapes for the fields `cfg.policy` reads.
+/// Validate the observation's shapes for the fields `cfg.policy` declares it needs.
 pub fn validate_observation(
     cfg: &CompressionConfig,
     obs: &HeadObservation<'_>,
@@ -142,35 +155,45 @@ pub fn validate_observation(
             configured: cfg.window,
         });
     }
-    let scored = obs.len >= cfg.budget;
-    match cfg.policy {
-        PolicyKind::RKv | PolicyKind::SnapKv if scored => {
-            if obs.group == 0 {
-                return Err(PolicyError::Zero { field: "group" });
-            }
-            let n = obs.len - obs.window;
-            let expected = obs.group.saturating_mul(obs.window).saturating_mul(n);
-            check_len(
-                "window_logits",
-                "[g, w, L - w]",
-                obs.window_logits.len(),
-                expected,
-            )?;
-            if cfg.policy == PolicyKind::RKv {
-                if obs.head_dim == 0 {
-                    return Err(PolicyError::Zero { field: "head_dim" });
-                }
-                check_len(
-                    "keys",
-                    "[L, d]",
-                    obs.keys.values(),
-                    obs.len.saturating_mul(obs.head_dim),
-                )?;
-                check_len("keys", "[L, d] (row width)", obs.keys.dim(), obs.head_dim)?;
-            }
+    if obs.len < cfg.budget {
+        return Ok(());
+    }
+    let needs = cfg.policy.needs();
+    if needs.window_logits {
+        if obs.group == 0 {
+            return Err(PolicyError::Zero { field: "group" });
         }
-        PolicyKind::H2o if scored => check_len("h2o_scores", "[L]", obs.h2o_scores.len(), obs.len)?,
-        _ => {}
+        let n = obs.len - obs.window;
+        let expected = obs.group.saturating_mul(obs.window).saturating_mul(n);
+        check_len(
+            "window_logits",
+            "[g, w, L - w]",
+            obs.window_logits.len(),
+            expected,
+        )?;
+    }
+    if (needs.keys || needs.redundancy || needs.values) && obs.head_dim == 0 {
+        return Err(PolicyError::Zero { field: "head_dim" });
+    }
+    if needs.keys || needs.redundancy {
+        check_len(
+            "keys",
+            "[L, d]",
+            obs.keys.values(),
+            obs.len.saturating_mul(obs.head_dim),
+        )?;
+        check_len("keys", "[L, d] (row width)", obs.keys.dim(), obs.head_dim)?;
+    }
+    if needs.attention_mass {
+        check_len("h2o_scores", "[L]", obs.h2o_scores.len(), obs.len)?;
+    }
+    if needs.values {
+        check_len(
+            "values",
+            "[L, d]",
+            obs.values.len(),
+            obs.len.saturating_mul(obs.head_dim),
+        )?;
     }
     Ok(())
 }
@@ -214,7 +237,8 @@ fn score_validated<'a>(
     path: RedundancyPath,
 ) -> Result<(HeadScores, Option<FastRedundancy<'a>>), PolicyError> {
     let n = obs.len.saturating_sub(obs.window);
-    let importance = if cfg.policy == PolicyKind::RKv && path == RedundancyPath::Fast {
+    let with_redundancy = cfg.policy.needs().redundancy;
+    let importance = if with_redundancy && path == RedundancyPath::Fast {
         // The redundancy reads keys next (every key unless the state describes them all),
         // mostly for the first time since they were written: the memory fetches them
         // while the importance's exponentials run (a few rows per tick, all of them by
@@ -234,7 +258,7 @@ fn score_validated<'a>(
         importance::importance(obs.window_logits, obs.group, obs.window, n, cfg.kernel)
     };
     let lambda = f64::from(cfg.effective_lambda());
-    let (mut redundancy, pass) = if cfg.policy == PolicyKind::RKv {
+    let (mut redundancy, pass) = if with_redundancy {
         match path {
             RedundancyPath::Fast => {
                 let (keys, threshold, window) = (obs.keys, cfg.threshold, obs.window);
@@ -279,9 +303,9 @@ fn score_validated<'a>(
 }
 
 /// Choose the slots one KV head keeps: ascending indices, exactly `min(L, budget)` of
-/// them (all `L` for FullKV), always including the last `w` for R-KV and SnapKV.
-/// R-KV updates `state` (its incremental redundancy bookkeeping); the engine must then
-/// keep exactly these slots, in this order.
+/// them (all `L` for FullKV), always including the policy's protected recent slots.
+/// A policy may update `state` (R-KV's incremental redundancy bookkeeping, carried
+/// scores); the engine must then keep exactly these slots, in this order.
 pub fn select_keep(
     cfg: &CompressionConfig,
     obs: &HeadObservation<'_>,
@@ -298,27 +322,32 @@ pub fn select_keep_with(
     path: RedundancyPath,
 ) -> Result<Vec<usize>, PolicyError> {
     validate_observation(cfg, obs)?;
-    if obs.len < cfg.budget {
+    let policy = cfg.policy.policy();
+    if obs.len < cfg.budget || !policy.compresses() {
         return Ok((0..obs.len).collect());
     }
-    match cfg.policy {
-        PolicyKind::Full => Ok((0..obs.len).collect()),
-        PolicyKind::StreamingLlm => Ok(streaming::streaming_keep(obs.len, cfg.budget, cfg.sinks)),
-        PolicyKind::H2o => Ok(h2o::h2o_keep(obs.h2o_scores, cfg.budget)),
-        PolicyKind::RKv | PolicyKind::SnapKv => {
-            let (scores, pass) = score_validated(cfg, obs, StateRef::Lent(state), path)?;
-            let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
-            if let Some(pass) = pass {
-                // The kept slots are the selection's own (ascending, below `L`): the
-                // commit does not fail; if it did, the state gets back what it lent.
-                if let Err(e) = pass.commit(&kept, state) {
-                    pass.give_back(state);
-                    return Err(e);
-                }
-            }
-            Ok(kept)
+    policy.select(cfg, obs, state, path)
+}
+
+/// R-KV's and SnapKV's selection: the top `B - w` of [`score_head`]'s score plus the
+/// window, the redundancy pass committed to the state.
+pub(crate) fn select_rkv_family(
+    cfg: &CompressionConfig,
+    obs: &HeadObservation<'_>,
+    state: &mut HeadState,
+    path: RedundancyPath,
+) -> Result<Vec<usize>, PolicyError> {
+    let (scores, pass) = score_validated(cfg, obs, StateRef::Lent(state), path)?;
+    let kept = select::top_k_plus_window(&scores.score, cfg.budget, obs.window);
+    if let Some(pass) = pass {
+        // The kept slots are the selection's own (ascending, below `L`): the commit does
+        // not fail; if it did, the state gets back what it lent.
+        if let Err(e) = pass.commit(&kept, state) {
+            pass.give_back(state);
+            return Err(e);
         }
     }
+    Ok(kept)
 }
 
 #[cfg(test)]

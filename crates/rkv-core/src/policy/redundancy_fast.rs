@@ -89,6 +89,9 @@ pub struct HeadState {
     /// then anyway), so that the compression need not read them; used only while
     /// `sum_key` is the key sum rounded and they cover every row.
     pub(super) sum_dots: Vec<f32>,
+    /// Scores a policy carries per kept slot from one compression to the next
+    /// (`super::seam`; G-KV's global scores), for the cache's leading slots.
+    pub(super) carried: Vec<f32>,
 }
 
 impl HeadState {

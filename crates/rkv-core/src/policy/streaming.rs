@@ -3,6 +3,77 @@
 //!
 //! Owns: that index arithmetic. Must not know: keys, scores, the schedule.
 
+use super::{
+    Explained, HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec, PolicyError,
+    RedundancyPath, Scored,
+};
+use crate::config::CompressionConfig;
+
+const PARAMS: [ParamSpec; 1] = [ParamSpec {
+    name: "sinks",
+    help: "first slots always kept (attention sinks)",
+    min: 0.0,
+    max: 16_777_216.0,
+    open: false,
+    integer: true,
+    default: 4.0,
+    field: ParamField::Sinks,
+}];
+
+/// StreamingLLM: the first `sinks` slots and the most recent `B - sinks`.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamingLlm;
+
+impl KvPolicy for StreamingLlm {
+    fn name(&self) -> &'static str {
+        "streamingllm"
+    }
+
+    fn about(&self) -> &'static str {
+        "StreamingLLM: attention sinks plus the most recent slots (arXiv 2309.17453)"
+    }
+
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+
+    fn params(&self) -> &'static [ParamSpec] {
+        &PARAMS
+    }
+
+    fn protected_recent(&self, cfg: &CompressionConfig) -> usize {
+        cfg.budget.saturating_sub(cfg.sinks)
+    }
+
+    /// The older the slot the higher: the first `sinks` candidates win.
+    fn score(
+        &self,
+        cfg: &CompressionConfig,
+        obs: &HeadObservation<'_>,
+        _state: &mut HeadState,
+        _path: RedundancyPath,
+    ) -> Result<Scored, PolicyError> {
+        let candidates = obs.len.saturating_sub(self.protected_recent(cfg));
+        Ok(Scored {
+            score: (0..candidates).map(|i| -(i as f64)).collect(),
+            ..Scored::default()
+        })
+    }
+
+    fn explain(
+        &self,
+        cfg: &CompressionConfig,
+        obs: &HeadObservation<'_>,
+        _state: &mut HeadState,
+        _path: RedundancyPath,
+    ) -> Result<Explained, PolicyError> {
+        Ok(Explained {
+            kept: streaming_keep(obs.len, cfg.budget, cfg.sinks),
+            ..Explained::default()
+        })
+    }
+}
+
 /// Kept slots, ascending: `0..sinks` and `len-(budget-sinks)..len`; everything when
 /// `len <= budget`. Requires `budget > sinks` (checked by the config).
 pub fn streaming_keep(len: usize, budget: usize, sinks: usize) -> Vec<usize> {

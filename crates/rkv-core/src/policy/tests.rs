@@ -1,6 +1,7 @@
 //! Tests of the policy boundary: dispatch, shapes, errors, R-KV fast vs oracle.
 
 use super::*;
+use crate::config::PolicyKind;
 
 fn cfg(policy: PolicyKind, budget: usize, window: usize) -> CompressionConfig {
     CompressionConfig {
@@ -44,6 +45,7 @@ fn obs<'a>(
         window: w,
         window_logits: logits,
         h2o_scores: h2o,
+        values: &[],
     }
 }
 
