@@ -100,8 +100,8 @@ pub struct KvArgs {
     /// KV storage precision
     #[arg(long, default_value = "f16", value_parser = ["f16", "f32"])]
     pub kv_dtype: String,
-    /// KV policy: full|rkv|snapkv|h2o|streamingllm|gkv|keydiff (docs/compression.md says
-    /// when to pick which)
+    /// KV policy by name: full, or any registered policy (h2o-mean, h2o, snapkv, rkv, ...;
+    /// a wrong name lists them all; docs/compression.md says when to pick which)
     #[arg(long, default_value = "full")]
     pub kv_policy: String,
     /// Slots kept per layer and KV head after a compression (window included)
@@ -126,9 +126,9 @@ pub struct PolicyTuning {
     /// R-KV cosine threshold for the latest similar slot
     #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub rkv_threshold: f32,
-    /// A policy's own parameter, NAME=VALUE (repeatable; `gkv`: alpha, lambda,
-    /// threshold). Each policy of the command takes the names it declares; a name none
-    /// declares is an error
+    /// A policy's own parameter, NAME=VALUE (repeatable; `h2o-mean`: recent, halflife,
+    /// power; docs/compression.md lists them). Each policy of the command takes the names
+    /// it declares; a name none declares is an error
     #[arg(long = "kv-param", value_name = "NAME=VALUE", value_parser = parse_param)]
     pub kv_params: Vec<(String, f64)>,
 }

@@ -103,14 +103,42 @@ impl FromStr for PolicyKind {
 }
 
 /// Values of the parameters a policy declares beyond the shared fields of
-/// [`CompressionConfig`] ([`crate::policy::ParamSpec::Extra`]), by slot; `None` is the
-/// declaring policy's default. Validated with the config.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct PolicyParams(pub [Option<f32>; PolicyParams::SLOTS]);
+/// [`CompressionConfig`] ([`crate::policy::ParamField::Extra`]), by slot; NaN is unset,
+/// the declaring policy's default (so the config stays small and `Copy`). Validated with
+/// the config; equal when bit for bit equal.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyParams(pub [f32; PolicyParams::SLOTS]);
 
 impl PolicyParams {
     /// How many policy-specific parameters one policy may declare.
-    pub const SLOTS: usize = 4;
+    pub const SLOTS: usize = 6;
+
+    /// Slot `i`'s value, `None` when unset.
+    pub fn get(&self, i: usize) -> Option<f32> {
+        self.0.get(i).copied().filter(|v| !v.is_nan())
+    }
+
+    /// Sets slot `i` (ignored past the last slot; the specs are checked by a test).
+    pub fn set(&mut self, i: usize, value: f32) {
+        if let Some(slot) = self.0.get_mut(i) {
+            *slot = value;
+        }
+    }
+}
+
+impl Default for PolicyParams {
+    fn default() -> Self {
+        PolicyParams([f32::NAN; PolicyParams::SLOTS])
+    }
+}
+
+impl PartialEq for PolicyParams {
+    fn eq(&self, other: &Self) -> bool {
+        self.0
+            .iter()
+            .zip(&other.0)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
 }
 
 /// A configuration error; the message names the offending field.

@@ -299,12 +299,7 @@ impl KvStore {
         len: usize,
         out: &mut Vec<f32>,
     ) {
-        let (bs, d) = (self.layout.block_size, self.layout.head_dim);
-        out.resize(len * d, 0.0);
-        for (i, chunk) in out.chunks_mut(bs * d).enumerate() {
-            let at = self.layout.elem_offset(blocks[i], layer, head, 0);
-            self.keys.read(at, chunk);
-        }
+        self.read_rows_into(&self.keys, blocks, layer, head, len, out);
     }
 
     /// Values of slots `0..len` of (layer, head) as f32 into `out` (resized to
@@ -317,11 +312,24 @@ impl KvStore {
         len: usize,
         out: &mut Vec<f32>,
     ) {
+        self.read_rows_into(&self.values, blocks, layer, head, len, out);
+    }
+
+    /// Rows of slots `0..len` of (layer, head) of `buf` (the keys or the values) as f32.
+    fn read_rows_into(
+        &self,
+        buf: &KvBuf,
+        blocks: &[BlockId],
+        layer: usize,
+        head: usize,
+        len: usize,
+        out: &mut Vec<f32>,
+    ) {
         let (bs, d) = (self.layout.block_size, self.layout.head_dim);
         out.resize(len * d, 0.0);
         for (i, chunk) in out.chunks_mut(bs * d).enumerate() {
             let at = self.layout.elem_offset(blocks[i], layer, head, 0);
-            self.values.read(at, chunk);
+            buf.read(at, chunk);
         }
     }
 

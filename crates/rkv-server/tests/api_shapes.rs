@@ -120,6 +120,14 @@ async fn openai_shapes() {
     assert!(k["compressions"].as_u64() > Some(0), "{k}");
     assert!(k["evicted_tokens"].as_u64() > Some(0), "{k}");
     assert!(k["slots_peak"].as_u64() <= Some(24), "{k}");
+    // A new policy with its own parameters, per request.
+    let kv = json!({"policy": "gkv", "budget": 16, "buffer": 8, "window": 4,
+                    "params": {"alpha": 0.9, "lambda": 0.4}});
+    let body = solo_text(&srv, prompt, 32, Some(&kv)).await;
+    let k = &body["usage"]["kv"];
+    assert_eq!(k["policy"], "gkv");
+    assert!(k["compressions"].as_u64() > Some(0), "{k}");
+    assert!(k["slots_peak"].as_u64() <= Some(24), "{k}");
 
     // The model list and the metrics.
     let (status, models) = srv.get("/v1/models").await;

@@ -27,7 +27,7 @@ pub struct FidelityArgs {
     /// JSONL traces: `problem` or `prompt`, and `output` (a model's real output)
     #[arg(long)]
     pub traces: PathBuf,
-    /// Policies compared with FullKV
+    /// Policies compared with FullKV (`all`: every registered policy)
     #[arg(
         long,
         value_delimiter = ',',

@@ -58,7 +58,7 @@ pub struct InspectArgs {
     /// KV storage precision
     #[arg(long, default_value = "f16", value_parser = ["f16", "f32"])]
     pub kv_dtype: String,
-    /// The policy inspected: rkv|snapkv|h2o|streamingllm|gkv|keydiff
+    /// The policy inspected, by name (any registered policy but full)
     #[arg(long, default_value = "rkv")]
     pub kv_policy: String,
     /// Slots kept per layer and KV head after a compression (window included)

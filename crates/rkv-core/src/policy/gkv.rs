@@ -20,6 +20,7 @@
 //! within one query.
 //! Must not know: the engine, the other policies.
 
+use super::rkv::THRESHOLD;
 use super::with_redundancy::{divide_by_max, select_with_redundancy};
 use super::{
     importance, redundancy_oracle, Explained, HeadObservation, HeadState, KvPolicy, Needs,
@@ -48,16 +49,7 @@ const PARAMS: [ParamSpec; 3] = [
         default: 0.5,
         field: ParamField::Extra(1),
     },
-    ParamSpec {
-        name: "threshold",
-        help: "cosine above which a newer key makes an older one redundant",
-        min: -1.0,
-        max: 1.0,
-        open: true,
-        integer: false,
-        default: 0.5,
-        field: ParamField::Threshold,
-    },
+    THRESHOLD,
 ];
 
 /// G-KV: decayed global attention minus redundancy.

@@ -9,6 +9,8 @@
 //! Must not know: the engine, the other policies.
 
 use super::h2o::{recent_slots, RECENT};
+use super::h2o_mean::attention_rates;
+use super::rkv::THRESHOLD;
 use super::with_redundancy::{divide_by_max, select_with_redundancy};
 use super::{
     importance, Explained, HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec,
@@ -16,10 +18,10 @@ use super::{
 };
 use crate::config::CompressionConfig;
 
-const PARAMS: [ParamSpec; 4] = [
+const PARAMS: [ParamSpec; 6] = [
     ParamSpec {
         field: ParamField::Extra(0),
-        default: 0.5,
+        default: 0.125,
         ..RECENT
     },
     ParamSpec {
@@ -29,7 +31,7 @@ const PARAMS: [ParamSpec; 4] = [
         max: 1.0,
         open: false,
         integer: false,
-        default: 0.2,
+        default: 0.0,
         field: ParamField::Extra(1),
     },
     ParamSpec {
@@ -42,15 +44,26 @@ const PARAMS: [ParamSpec; 4] = [
         default: 0.0,
         field: ParamField::Extra(2),
     },
+    THRESHOLD,
     ParamSpec {
-        name: "threshold",
-        help: "cosine above which a newer key makes an older one redundant",
-        min: -1.0,
+        name: "mean",
+        help: "1: divide each slot's accumulated attention by the queries that saw it",
+        min: 0.0,
         max: 1.0,
-        open: true,
+        open: false,
+        integer: true,
+        default: 1.0,
+        field: ParamField::Extra(3),
+    },
+    ParamSpec {
+        name: "halflife",
+        help: "steps over which attention received counts half as much (0: never decays)",
+        min: 0.0,
+        max: 1e9,
+        open: false,
         integer: false,
-        default: 0.5,
-        field: ParamField::Threshold,
+        default: 0.0,
+        field: ParamField::Extra(4),
     },
 ];
 
@@ -66,11 +79,18 @@ impl Hybrid {
         &self,
         cfg: &CompressionConfig,
         obs: &HeadObservation<'_>,
+        state: &HeadState,
         redundancy: &[f64],
     ) -> Scored {
         let n = obs.len - self.protected_recent(cfg);
         let (beta, gamma) = (PARAMS[1].get(cfg), PARAMS[2].get(cfg));
-        let mass = divide_by_max(&obs.h2o_scores[..n]);
+        let (mean, halflife) = (PARAMS[4].get(cfg) == 1.0, PARAMS[5].get(cfg));
+        let (mass, stats) = if mean || halflife > 0.0 {
+            let (rates, rows) = attention_rates(obs.h2o_scores, state.carried(), halflife);
+            (divide_by_max(&rates[..n]), Some(rows))
+        } else {
+            (divide_by_max(&obs.h2o_scores[..n]), None)
+        };
         let imp = if beta > 0.0 {
             let all = obs.len - obs.window;
             let i =
@@ -89,7 +109,7 @@ impl Hybrid {
             score,
             importance: mass.iter().map(|&m| m as f32).collect(),
             redundancy: red,
-            carried: None,
+            carried: stats,
         }
     }
 }
@@ -125,12 +145,15 @@ impl KvPolicy for Hybrid {
         &self,
         cfg: &CompressionConfig,
         obs: &HeadObservation<'_>,
-        _state: &mut HeadState,
+        state: &mut HeadState,
         _path: RedundancyPath,
     ) -> Result<Scored, PolicyError> {
         let keys = obs.keys.to_f32();
         let r = super::redundancy_oracle(&keys, obs.head_dim, cfg.threshold, obs.window);
-        Ok(self.mix(cfg, obs, &r.redundancy))
+        Ok(Scored {
+            carried: None,
+            ..self.mix(cfg, obs, state, &r.redundancy)
+        })
     }
 
     fn explain(
@@ -141,8 +164,8 @@ impl KvPolicy for Hybrid {
         path: RedundancyPath,
     ) -> Result<Explained, PolicyError> {
         let recent = self.protected_recent(cfg);
-        select_with_redundancy(cfg, obs, state, path, recent, |_, red| {
-            self.mix(cfg, obs, &red)
+        select_with_redundancy(cfg, obs, state, path, recent, |state, red| {
+            self.mix(cfg, obs, state, &red)
         })
     }
 }
@@ -174,9 +197,20 @@ mod tests {
         keys: &[f32],
         d: usize,
         (w, kernel, budget, recent): (usize, usize, usize, usize),
-        (beta, gamma, threshold): (f64, f64, f32),
+        (beta, gamma, threshold, mean): (f64, f64, f32, bool),
     ) -> Vec<usize> {
         let len = mass.len();
+        // A first compression: slot i has been seen by the len - i queries from its own.
+        let rate: Vec<f64> = (0..len)
+            .map(|i| {
+                let m = f64::from(mass[i]);
+                if mean {
+                    m / (len - i) as f64
+                } else {
+                    m
+                }
+            })
+            .collect();
         let all = len - w;
         let mut imp = vec![0.0f64; all];
         for q in 0..w {
@@ -198,7 +232,7 @@ mod tests {
         let red = redundancy_oracle(keys, d, threshold, w).redundancy;
         let n = len - recent;
         let max = |x: &[f64]| x.iter().cloned().fold(f64::MIN, f64::max);
-        let mass: Vec<f64> = mass[..n].iter().map(|&x| x as f64).collect();
+        let mass: Vec<f64> = rate[..n].to_vec();
         let (mm, im, rm) = (max(&mass), max(&pooled[..n]), max(&red[..n]));
         let score: Vec<f64> = (0..n)
             .map(|j| (1.0 - beta) * mass[j] / mm + beta * pooled[j] / im - gamma * red[j] / rm)
@@ -214,11 +248,13 @@ mod tests {
     #[test]
     fn matches_the_scalar_reference() {
         let (d, w, len) = (8, 4, 48);
-        for (budget, share, beta, gamma) in [
-            (24, 0.5, 0.2, 0.0),
-            (24, 0.25, 0.5, 0.3),
-            (20, 0.0, 0.0, 1.0),
-            (32, 0.5, 1.0, 0.0),
+        for (budget, share, beta, gamma, mean) in [
+            (24, 0.5, 0.2, 0.0, false),
+            (24, 0.25, 0.5, 0.3, false),
+            (20, 0.0, 0.0, 1.0, true),
+            (32, 0.5, 1.0, 0.0, false),
+            (24, 0.125, 0.0, 0.0, true),
+            (24, 0.25, 0.3, 0.2, true),
         ] {
             let mut cfg = CompressionConfig {
                 policy: "hybrid".parse::<PolicyKind>().expect("registered"),
@@ -231,6 +267,8 @@ mod tests {
             cfg.set_param("recent", share).expect("recent");
             cfg.set_param("beta", beta).expect("beta");
             cfg.set_param("gamma", gamma).expect("gamma");
+            cfg.set_param("mean", f64::from(u8::from(mean)))
+                .expect("mean");
             let recent = ((budget as f64 * share).floor() as usize).max(w);
             let keys: Vec<f32> = (0..len * d)
                 .map(|e| (((e / d) % 6 * d + e % d) as f32 * 0.7).sin())
@@ -255,15 +293,47 @@ mod tests {
                 &keys,
                 d,
                 (w, 3, budget, recent),
-                (beta, gamma, 0.5),
+                (beta, gamma, 0.5, mean),
             );
             for path in [RedundancyPath::Fast, RedundancyPath::Oracle] {
                 let got = select_keep_with(&cfg, &obs, &mut HeadState::new(), path).expect("keep");
                 assert_eq!(
                     got, want,
-                    "budget {budget} share {share} beta {beta} gamma {gamma}"
+                    "budget {budget} share {share} beta {beta} gamma {gamma} mean {mean}"
                 );
             }
         }
+    }
+
+    /// At its defaults (no window term, no redundancy, mean attention, B/8 recent) the
+    /// hybrid keeps what `h2o-mean` keeps, observing more.
+    #[test]
+    fn defaults_keep_what_h2o_mean_keeps() {
+        let (d, w, len, budget) = (4, 8, 300, 64);
+        let cfg = CompressionConfig {
+            policy: "hybrid".parse::<PolicyKind>().expect("registered"),
+            budget,
+            buffer: 16,
+            window: w,
+            ..CompressionConfig::default()
+        };
+        let keys = noise(5, len * d);
+        let logits = noise(6, w * (len - w));
+        let mass: Vec<f32> = noise(7, len).iter().map(|x| x.abs() * 9.0).collect();
+        let obs = HeadObservation {
+            len,
+            head_dim: d,
+            keys: KeyRows::flat_f32(&keys, d),
+            group: 1,
+            window: w,
+            window_logits: &logits,
+            h2o_scores: &mass,
+            values: &[],
+        };
+        let got = crate::policy::select_keep(&cfg, &obs, &mut HeadState::new()).expect("keep");
+        assert_eq!(
+            got,
+            crate::policy::h2o_mean::h2o_mean_keep(&mass, budget, budget / 8)
+        );
     }
 }

@@ -17,6 +17,7 @@ pub mod explain;
 pub mod full;
 pub mod gkv;
 pub mod h2o;
+pub mod h2o_mean;
 pub mod hybrid;
 pub mod importance;
 mod kept;

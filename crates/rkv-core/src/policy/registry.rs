@@ -7,7 +7,7 @@
 use super::KvPolicy;
 
 /// How many policies are registered.
-pub const COUNT: usize = 8;
+pub const COUNT: usize = 9;
 
 /// The registered policies; the first five are the baselines whose positions
 /// [`crate::config::PolicyKind`]'s constants name.
@@ -20,6 +20,7 @@ pub static POLICIES: [&dyn KvPolicy; COUNT] = [
     &super::gkv::Gkv,
     &super::keydiff::KeyDiff,
     &super::hybrid::Hybrid,
+    &super::h2o_mean::H2oMean,
 ];
 
 #[cfg(test)]
@@ -42,11 +43,18 @@ mod tests {
         assert_eq!(PolicyKind::ALL.len(), COUNT);
     }
 
-    /// Each parameter's default passes its own range, and names are unique per policy.
+    /// Each parameter's default passes its own range, names are unique per policy, and
+    /// policy-specific slots exist and are not shared within a policy.
     #[test]
     fn parameter_defaults_are_in_range() {
+        use crate::config::PolicyParams;
+        use crate::policy::ParamField;
         for p in POLICIES {
             for (i, spec) in p.params().iter().enumerate() {
+                if let ParamField::Extra(slot) = spec.field {
+                    assert!(slot < PolicyParams::SLOTS, "{}: slot {slot}", spec.name);
+                    assert!(!p.params()[..i].iter().any(|q| q.field == spec.field));
+                }
                 assert_eq!(spec.check(p.name(), spec.default), Ok(()), "{}", spec.name);
                 assert!(!p.params()[..i].iter().any(|q| q.name == spec.name));
             }

@@ -35,18 +35,21 @@ const PARAMS: [ParamSpec; 3] = [
         default: 0.1,
         field: ParamField::Lambda,
     },
-    ParamSpec {
-        name: "threshold",
-        help: "cosine above which a newer key makes an older one redundant",
-        min: -1.0,
-        max: 1.0,
-        open: true,
-        integer: false,
-        default: 0.5,
-        field: ParamField::Threshold,
-    },
+    THRESHOLD,
     KERNEL,
 ];
+
+/// The redundancy's cosine threshold, shared by every policy that subtracts it.
+pub(crate) const THRESHOLD: ParamSpec = ParamSpec {
+    name: "threshold",
+    help: "cosine above which a newer key makes an older one redundant",
+    min: -1.0,
+    max: 1.0,
+    open: true,
+    integer: false,
+    default: 0.5,
+    field: ParamField::Threshold,
+};
 
 /// R-KV: `lambda * importance - (1 - lambda) * redundancy`, top `B - w` plus the window.
 #[derive(Debug, Clone, Copy)]

@@ -94,13 +94,7 @@ impl ParamSpec {
             ParamField::Threshold => f64::from(cfg.threshold),
             ParamField::Kernel => cfg.kernel as f64,
             ParamField::Sinks => cfg.sinks as f64,
-            ParamField::Extra(i) => cfg
-                .params
-                .0
-                .get(i)
-                .copied()
-                .flatten()
-                .map_or(self.default, f64::from),
+            ParamField::Extra(i) => cfg.params.get(i).map_or(self.default, f64::from),
         }
     }
 
@@ -111,11 +105,7 @@ impl ParamSpec {
             ParamField::Threshold => cfg.threshold = value as f32,
             ParamField::Kernel => cfg.kernel = value as usize,
             ParamField::Sinks => cfg.sinks = value as usize,
-            ParamField::Extra(i) => {
-                if let Some(slot) = cfg.params.0.get_mut(i) {
-                    *slot = Some(value as f32);
-                }
-            }
+            ParamField::Extra(i) => cfg.params.set(i, value as f32),
         }
     }
 }
@@ -130,8 +120,9 @@ pub struct Scored {
     pub importance: Vec<f32>,
     /// `[L - r]` the similarity-like term subtracted from it (may be empty).
     pub redundancy: Vec<f64>,
-    /// `[L]` per-slot scores the policy carries to its next compression; the kept
-    /// slots' entries are kept, in order ([`HeadState::carried`]). `None`: carries none.
+    /// `[L, k]` per-slot values (`k >= 1` of them) the policy carries to its next
+    /// compression; the kept slots' rows are kept, in order ([`HeadState::carried`]).
+    /// `None`: carries none.
     pub carried: Option<Vec<f32>>,
 }
 
@@ -223,15 +214,19 @@ pub fn select_scored(
     }
     let kept = select::top_k_plus_window(&scored.score, cfg.budget, recent);
     if let Some(all) = scored.carried {
-        if all.len() != obs.len {
+        let k = all.len().checked_div(obs.len).unwrap_or(0).max(1);
+        if all.len() != k * obs.len {
             return Err(PolicyError::Shape {
                 field: "carried",
-                expected: obs.len,
+                expected: k * obs.len,
                 actual: all.len(),
-                shape: "[L]",
+                shape: "[L, k]",
             });
         }
-        state.carried = kept.iter().map(|&s| all[s]).collect();
+        state.carried = kept
+            .iter()
+            .flat_map(|&s| all[s * k..(s + 1) * k].iter().copied())
+            .collect();
     }
     Ok(Explained {
         kept,
@@ -242,9 +237,9 @@ pub fn select_scored(
 }
 
 impl HeadState {
-    /// `[n]` the scores a policy carried from its last compression for the cache's first
-    /// `n` slots (those it kept then, in order; later slots have none yet). Empty for
-    /// policies that carry nothing.
+    /// `[n, k]` the values a policy carried from its last compression for the cache's
+    /// first `n` slots (those it kept then, in order; later slots have none yet), `k` per
+    /// slot as the policy wrote them. Empty for policies that carry nothing.
     pub fn carried(&self) -> &[f32] {
         &self.carried
     }
