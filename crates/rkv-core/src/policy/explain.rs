@@ -78,19 +78,8 @@ pub(crate) fn explain_rkv_family(
 mod tests {
     use super::*;
     use crate::config::PolicyKind;
+    use crate::policy::tests::noise;
     use crate::policy::{redundancy_oracle, score_head, select_keep, KeyRows};
-
-    fn noise(seed: u64, n: usize) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     /// Keys of `len` slots that repeat every 7 slots with noise, so that many rows have
     /// a similar slot.

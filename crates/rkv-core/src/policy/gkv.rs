@@ -177,6 +177,7 @@ impl KvPolicy for Gkv {
 mod tests {
     use super::*;
     use crate::config::PolicyKind;
+    use crate::policy::tests::noise;
     use crate::policy::{select_keep, select_keep_with, KeyRows};
 
     /// A scalar reference written from the formulas above, in f64, from scratch.
@@ -221,18 +222,6 @@ mod tests {
         kept.extend(n..len);
         kept.sort_unstable();
         (kept, global)
-    }
-
-    fn noise(seed: u64, n: usize) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
     }
 
     /// Over several compressions of a growing cache, the fast and oracle paths keep what

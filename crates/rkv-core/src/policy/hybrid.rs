@@ -174,19 +174,8 @@ impl KvPolicy for Hybrid {
 mod tests {
     use super::*;
     use crate::config::PolicyKind;
+    use crate::policy::tests::noise;
     use crate::policy::{redundancy_oracle, select_keep_with, KeyRows};
-
-    fn noise(seed: u64, n: usize) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     /// The score written out in f64 from the formula above, and its top-k plus the
     /// recent slots.

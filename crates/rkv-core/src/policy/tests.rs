@@ -15,8 +15,8 @@ fn cfg(policy: PolicyKind, budget: usize, window: usize) -> CompressionConfig {
     }
 }
 
-/// Deterministic pseudo-random numbers in [-1, 1).
-fn noise(seed: u64, n: usize) -> Vec<f32> {
+/// Deterministic noise in [-1, 1) (xorshift), shared by the policies' tests.
+pub(crate) fn noise(seed: u64, n: usize) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
