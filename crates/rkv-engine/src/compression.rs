@@ -267,7 +267,7 @@ impl SeqCompression {
         store.make_writable(table, 0)?;
         let blocks = table.blocks().to_vec();
         let cfg = self.cfg;
-        let needs = cfg.policy.needs();
+        let needs = cfg.policy.policy().needs_for(&cfg);
         let needs_keys = needs.keys || needs.redundancy;
         let store_ref = &*store;
         let h2o = self.h2o.as_ref();

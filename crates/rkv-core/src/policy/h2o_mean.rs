@@ -3,7 +3,9 @@
 //! attention it gets per query rather than by how long it has been in the cache (H2O's
 //! sum favours old slots), with a smaller share of the budget kept for the newest slots
 //! (1/8 against H2O's 1/2). Optionally, attention received long ago weighs less
-//! (`halflife`). The mean is what the policy sweep of docs/compression.md found closest
+//! (`halflife`), and a share of the budget can be kept for the slots whose values span
+//! the widest range (`values`, VaSE's guard against repetition loops). The mean is what
+//! the policy sweep of docs/compression.md found closest
 //! to FullKV on both models; it observes exactly what H2O observes, at H2O's cost.
 //!
 //! The count needs no new observation: every query attends every slot before it, so a
@@ -20,7 +22,7 @@ use super::{
 };
 use crate::config::CompressionConfig;
 
-const PARAMS: [ParamSpec; 3] = [
+const PARAMS: [ParamSpec; 4] = [
     ParamSpec {
         default: 0.125,
         ..RECENT
@@ -44,6 +46,16 @@ const PARAMS: [ParamSpec; 3] = [
         integer: false,
         default: 1.0,
         field: ParamField::Extra(2),
+    },
+    ParamSpec {
+        name: "values",
+        help: "share of the budget kept for the largest value ranges (VaSE)",
+        min: 0.0,
+        max: 1.0,
+        open: false,
+        integer: false,
+        default: 0.0,
+        field: ParamField::Extra(3),
     },
 ];
 
@@ -107,6 +119,13 @@ impl KvPolicy for H2oMean {
         }
     }
 
+    fn needs_for(&self, cfg: &CompressionConfig) -> Needs {
+        Needs {
+            values: PARAMS[3].get(cfg) > 0.0,
+            ..self.needs()
+        }
+    }
+
     fn params(&self) -> &'static [ParamSpec] {
         &PARAMS
     }
@@ -133,6 +152,26 @@ impl KvPolicy for H2oMean {
                 .map(|j| rates[j] * f64::from(rows[j * CARRIED].max(1.0)).powf(1.0 - power))
                 .collect()
         };
+        // VaSE's guard (arXiv 2606.03928, terarachang/VaSE): the candidates whose value
+        // rows span the widest range (max - min, as its scripts measure) are always kept.
+        let mut score = score;
+        let guard = (PARAMS[3].get(cfg) * cfg.budget as f64).floor() as usize;
+        if guard > 0 && obs.head_dim > 0 {
+            let range: Vec<f64> = obs
+                .values
+                .chunks_exact(obs.head_dim)
+                .take(n)
+                .map(|v| {
+                    let (lo, hi) = v
+                        .iter()
+                        .fold((f32::MAX, f32::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+                    f64::from(hi - lo)
+                })
+                .collect();
+            for j in super::select::top_k(&range, guard) {
+                score[j] = f64::INFINITY;
+            }
+        }
         Ok(Scored {
             score,
             importance: rates[..n].iter().map(|&r| r as f32).collect(),
@@ -213,5 +252,40 @@ mod tests {
         let kept = select_keep(&cfg, &obs, &mut HeadState::new()).expect("keep");
         assert_eq!(kept, h2o_mean_keep(&mass, 4, 1));
         assert_eq!(kept, vec![0, 5, 6, 7]);
+    }
+
+    /// With the value guard on, the slot whose value row spans the widest range is kept
+    /// though its attention is the lowest, and only then are values required.
+    #[test]
+    fn value_guard_keeps_the_widest_value_range() {
+        let mut cfg = CompressionConfig {
+            policy: "h2o-mean".parse::<PolicyKind>().expect("registered"),
+            budget: 4,
+            buffer: 2,
+            window: 1,
+            sinks: 0,
+            ..CompressionConfig::default()
+        };
+        let mass = [8.0, 1.0, 3.0, 0.01, 2.0, 2.5, 1.2, 0.2];
+        let values: Vec<f32> = (0..8)
+            .flat_map(|i| if i == 3 { [-5.0, 5.0] } else { [0.1, 0.2] })
+            .collect();
+        let obs = HeadObservation {
+            len: 8,
+            head_dim: 2,
+            keys: KeyRows::flat_f32(&[], 2),
+            group: 1,
+            window: 1,
+            window_logits: &[],
+            h2o_scores: &mass,
+            values: &values,
+        };
+        let plain = select_keep(&cfg, &obs, &mut HeadState::new()).expect("keep");
+        assert_eq!(plain, vec![0, 5, 6, 7]);
+        cfg.set_param("values", 0.25).expect("values");
+        let guarded = select_keep(&cfg, &obs, &mut HeadState::new()).expect("keep");
+        assert_eq!(guarded, vec![0, 3, 5, 7]);
+        let without = HeadObservation { values: &[], ..obs };
+        assert!(select_keep(&cfg, &without, &mut HeadState::new()).is_err());
     }
 }

@@ -159,7 +159,7 @@ pub fn validate_observation(
     if obs.len < cfg.budget {
         return Ok(());
     }
-    let needs = cfg.policy.needs();
+    let needs = cfg.policy.policy().needs_for(cfg);
     if needs.window_logits {
         if obs.group == 0 {
             return Err(PolicyError::Zero { field: "group" });

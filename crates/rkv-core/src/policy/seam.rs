@@ -140,6 +140,13 @@ pub trait KvPolicy: Sync + Send {
     /// The observations its scorer reads.
     fn needs(&self) -> Needs;
 
+    /// The observations its scorer reads under `cfg`, where a parameter switches one on
+    /// (`h2o-mean`'s value guard reads values only when it is on); at least [`Self::needs`].
+    fn needs_for(&self, cfg: &CompressionConfig) -> Needs {
+        let _ = cfg;
+        self.needs()
+    }
+
     /// Its parameters beyond budget, buffer and window.
     fn params(&self) -> &'static [ParamSpec] {
         &[]
