@@ -21,10 +21,10 @@
 //! Must not know: the engine, the other policies.
 
 use super::rkv::THRESHOLD;
-use super::with_redundancy::{divide_by_max, select_with_redundancy};
+use super::with_redundancy::{divide_by_max, oracle_redundancy, select_with_redundancy};
 use super::{
-    importance, redundancy_oracle, Explained, HeadObservation, HeadState, KvPolicy, Needs,
-    ParamField, ParamSpec, PolicyError, RedundancyPath, Scored,
+    importance, Explained, HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec,
+    PolicyError, RedundancyPath, Scored,
 };
 use crate::config::CompressionConfig;
 
@@ -69,49 +69,35 @@ pub fn global_scores(local: &[f64], carried: &[f32], alpha: f64) -> Vec<f64> {
 }
 
 impl Gkv {
-    /// The local and global terms of one head (`[L - w]` each).
-    fn global(
+    /// The terms of one head from R-KV's `redundancy` (`[L - w]`): the global scores
+    /// (`[L - w]`), the score, and the global scores to carry (`[L]`, the window's
+    /// slots, which were not scored, carry -inf: nothing).
+    fn terms(
         &self,
         cfg: &CompressionConfig,
         obs: &HeadObservation<'_>,
         state: &HeadState,
-    ) -> (Vec<f32>, Vec<f64>) {
+        redundancy: &[f64],
+    ) -> Scored {
         let n = obs.len - obs.window;
         let attn = importance::importance(obs.window_logits, obs.group, obs.window, n, 1);
-        let local = divide_by_max(&attn);
-        let alpha = PARAMS[0].get(cfg);
-        let global = global_scores(&local, state.carried(), alpha);
-        (attn, global)
-    }
-
-    /// Scores, selects and commits: the redundancy pass (fast or oracle) is committed to
-    /// the state with the kept slots, and the kept candidates carry their global score.
-    fn run(
-        &self,
-        cfg: &CompressionConfig,
-        obs: &HeadObservation<'_>,
-        state: &mut HeadState,
-        path: RedundancyPath,
-    ) -> Result<Explained, PolicyError> {
+        let global = global_scores(&divide_by_max(&attn), state.carried(), PARAMS[0].get(cfg));
         let lambda = PARAMS[1].get(cfg);
-        select_with_redundancy(cfg, obs, state, path, obs.window, |state, redundancy| {
-            let (_, global) = self.global(cfg, obs, state);
-            let red = divide_by_max(&redundancy);
-            let score = global
-                .iter()
-                .zip(&red)
-                .map(|(&g, &r)| lambda * g - (1.0 - lambda) * r)
-                .collect();
-            // The window's slots were not scored: they carry nothing (-inf).
-            let mut carried: Vec<f32> = global.iter().map(|&g| g as f32).collect();
-            carried.resize(obs.len, f32::NEG_INFINITY);
-            Scored {
-                score,
-                importance: global.iter().map(|&g| g as f32).collect(),
-                redundancy: red,
-                carried: Some(carried),
-            }
-        })
+        let red = divide_by_max(redundancy);
+        let score = global
+            .iter()
+            .zip(&red)
+            .map(|(&g, &r)| lambda * g - (1.0 - lambda) * r)
+            .collect();
+        let importance: Vec<f32> = global.iter().map(|&g| g as f32).collect();
+        let mut carried = importance.clone();
+        carried.resize(obs.len, f32::NEG_INFINITY);
+        Scored {
+            score,
+            importance,
+            redundancy: red,
+            carried: Some(carried),
+        }
     }
 }
 
@@ -145,20 +131,9 @@ impl KvPolicy for Gkv {
         state: &mut HeadState,
         _path: RedundancyPath,
     ) -> Result<Scored, PolicyError> {
-        let (_, global) = self.global(cfg, obs, state);
-        let lambda = PARAMS[1].get(cfg);
-        let keys = obs.keys.to_f32();
-        let r = redundancy_oracle(&keys, obs.head_dim, cfg.threshold, obs.window);
-        let red = divide_by_max(&r.redundancy);
         Ok(Scored {
-            score: global
-                .iter()
-                .zip(&red)
-                .map(|(&g, &r)| lambda * g - (1.0 - lambda) * r)
-                .collect(),
-            importance: global.iter().map(|&g| g as f32).collect(),
-            redundancy: red,
             carried: None,
+            ..self.terms(cfg, obs, state, &oracle_redundancy(cfg, obs))
         })
     }
 
@@ -169,7 +144,11 @@ impl KvPolicy for Gkv {
         state: &mut HeadState,
         path: RedundancyPath,
     ) -> Result<Explained, PolicyError> {
-        self.run(cfg, obs, state, path)
+        // The redundancy pass is committed to the state with the kept slots, and the
+        // kept candidates carry their global score.
+        select_with_redundancy(cfg, obs, state, path, obs.window, |state, redundancy| {
+            self.terms(cfg, obs, state, &redundancy)
+        })
     }
 }
 
@@ -178,7 +157,7 @@ mod tests {
     use super::*;
     use crate::config::PolicyKind;
     use crate::policy::tests::noise;
-    use crate::policy::{select_keep, select_keep_with, KeyRows};
+    use crate::policy::{redundancy_oracle, select_keep, select_keep_with, KeyRows};
 
     /// A scalar reference written from the formulas above, in f64, from scratch.
     fn reference(

@@ -8,7 +8,7 @@
 
 use super::select::top_k_plus_window;
 use super::{
-    Explained, HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec, PolicyError,
+    HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec, PolicyError,
     RedundancyPath, Scored,
 };
 use crate::config::CompressionConfig;
@@ -27,7 +27,8 @@ pub(crate) const RECENT: ParamSpec = ParamSpec {
     field: ParamField::Extra(0),
 };
 
-/// `floor(budget * share)` recent slots, at least the window.
+/// `floor(budget * share)` recent slots, at least the window (the policies that take a
+/// share from [`RECENT`] but, unlike H2O, observe the window's queries).
 pub(crate) fn recent_slots(cfg: &CompressionConfig, share: f64) -> usize {
     ((cfg.budget as f64 * share).floor() as usize).clamp(cfg.window.min(cfg.budget), cfg.budget)
 }
@@ -57,8 +58,8 @@ impl KvPolicy for H2o {
     }
 
     fn protected_recent(&self, cfg: &CompressionConfig) -> usize {
-        // B/2 at the default share: `floor(B * 0.5)`.
-        recent_slots(cfg, RECENT.get(cfg))
+        // B/2 at the default share: `floor(B * 0.5)`, whatever the window.
+        ((cfg.budget as f64 * RECENT.get(cfg)).floor() as usize).min(cfg.budget)
     }
 
     fn score(
@@ -74,38 +75,22 @@ impl KvPolicy for H2o {
                 .iter()
                 .map(|&x| f64::from(x))
                 .collect(),
-            ..Scored::default()
-        })
-    }
-
-    fn explain(
-        &self,
-        cfg: &CompressionConfig,
-        obs: &HeadObservation<'_>,
-        _state: &mut HeadState,
-        _path: RedundancyPath,
-    ) -> Result<Explained, PolicyError> {
-        Ok(Explained {
-            kept: h2o_keep_recent(obs.h2o_scores, cfg.budget, self.protected_recent(cfg)),
+            // The inspector shows every slot's accumulated attention, recent ones too.
             importance: obs.h2o_scores.to_vec(),
-            ..Explained::default()
+            ..Scored::default()
         })
     }
 }
 
 /// Kept slots, ascending. `accumulated`: `[len]` attention probability mass each slot has
 /// received since it entered the cache. Ties go to the lower (older) index.
+/// The scalar reference the seam's H2O (default share) is tested against.
 pub fn h2o_keep(accumulated: &[f32], budget: usize) -> Vec<usize> {
-    h2o_keep_recent(accumulated, budget, budget / 2)
-}
-
-/// [`h2o_keep`] with `recent` (at most `budget`) most recent slots instead of `B/2`.
-pub fn h2o_keep_recent(accumulated: &[f32], budget: usize, recent: usize) -> Vec<usize> {
     let len = accumulated.len();
     if len <= budget {
         return (0..len).collect();
     }
-    let recent = recent.min(budget);
+    let recent = budget / 2;
     let scores: Vec<f64> = accumulated[..len - recent]
         .iter()
         .map(|&x| f64::from(x))

@@ -11,7 +11,7 @@
 use super::h2o::{recent_slots, RECENT};
 use super::h2o_mean::attention_rates;
 use super::rkv::THRESHOLD;
-use super::with_redundancy::{divide_by_max, select_with_redundancy};
+use super::with_redundancy::{divide_by_max, oracle_redundancy, select_with_redundancy};
 use super::{
     importance, Explained, HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec,
     PolicyError, RedundancyPath, Scored,
@@ -67,9 +67,10 @@ const PARAMS: [ParamSpec; 6] = [
     },
 ];
 
-/// Accumulated attention, window attention and redundancy, mixed. The defaults (half the
-/// budget recent, beta 0.2, gamma 0) are the best of the sweep in docs/compression.md:
-/// every redundancy weight tried made it worse.
+/// Accumulated attention, window attention and redundancy, mixed. The defaults (an
+/// eighth of the budget recent, the mean, beta 0, gamma 0) are the best of the sweep in
+/// docs/compression.md (every redundancy weight tried made it worse): they keep what
+/// `h2o-mean` keeps.
 #[derive(Debug, Clone, Copy)]
 pub struct Hybrid;
 
@@ -148,11 +149,9 @@ impl KvPolicy for Hybrid {
         state: &mut HeadState,
         _path: RedundancyPath,
     ) -> Result<Scored, PolicyError> {
-        let keys = obs.keys.to_f32();
-        let r = super::redundancy_oracle(&keys, obs.head_dim, cfg.threshold, obs.window);
         Ok(Scored {
             carried: None,
-            ..self.mix(cfg, obs, state, &r.redundancy)
+            ..self.mix(cfg, obs, state, &oracle_redundancy(cfg, obs))
         })
     }
 

@@ -4,7 +4,7 @@
 //! Owns: that index arithmetic. Must not know: keys, scores, the schedule.
 
 use super::{
-    Explained, HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec, PolicyError,
+    HeadObservation, HeadState, KvPolicy, Needs, ParamField, ParamSpec, PolicyError,
     RedundancyPath, Scored,
 };
 use crate::config::CompressionConfig;
@@ -59,22 +59,9 @@ impl KvPolicy for StreamingLlm {
             ..Scored::default()
         })
     }
-
-    fn explain(
-        &self,
-        cfg: &CompressionConfig,
-        obs: &HeadObservation<'_>,
-        _state: &mut HeadState,
-        _path: RedundancyPath,
-    ) -> Result<Explained, PolicyError> {
-        Ok(Explained {
-            kept: streaming_keep(obs.len, cfg.budget, cfg.sinks),
-            ..Explained::default()
-        })
-    }
 }
 
-/// Kept slots, ascending: `0..sinks` and `len-(budget-sinks)..len`; everything when
+/// The scalar reference of the seam's StreamingLLM. Kept slots, ascending: `0..sinks` and `len-(budget-sinks)..len`; everything when
 /// `len <= budget`. Requires `budget > sinks` (checked by the config).
 pub fn streaming_keep(len: usize, budget: usize, sinks: usize) -> Vec<usize> {
     if len <= budget {

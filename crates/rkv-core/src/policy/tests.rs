@@ -176,3 +176,41 @@ fn snapkv_is_rkv_with_lambda_one() {
     assert!(scores.redundancy.is_empty());
     assert_eq!(scores.score.len(), len - w);
 }
+
+/// Through the shared selection, StreamingLLM and H2O keep what their scalar references
+/// keep, over lengths, budgets and sinks (budgets below twice the window included: H2O
+/// protects `B/2` slots whatever the window).
+#[test]
+fn streaming_and_h2o_match_their_references() {
+    for len in [5usize, 9, 16, 33] {
+        for budget in [3usize, 4, 7, 12] {
+            let mut st = HeadState::new();
+            let acc: Vec<f32> = noise(len as u64, len).iter().map(|x| x.abs()).collect();
+            let c = cfg(PolicyKind::H2o, budget, 2);
+            let o = obs(len, 4, &[], 1, 2, &[], &acc);
+            let want = if len < budget {
+                (0..len).collect()
+            } else {
+                h2o::h2o_keep(&acc, budget)
+            };
+            assert_eq!(
+                select_keep(&c, &o, &mut st).unwrap(),
+                want,
+                "h2o {len} {budget}"
+            );
+            for sinks in [0usize, 1, 2] {
+                let c = CompressionConfig {
+                    sinks,
+                    ..cfg(PolicyKind::StreamingLlm, budget, 2)
+                };
+                let want = if len < budget {
+                    (0..len).collect()
+                } else {
+                    streaming::streaming_keep(len, budget, sinks)
+                };
+                let got = select_keep(&c, &o, &mut st).unwrap();
+                assert_eq!(got, want, "streaming {len} {budget} {sinks}");
+            }
+        }
+    }
+}

@@ -24,6 +24,12 @@ pub fn divide_by_max<T: Copy + Into<f64>>(x: &[T]) -> Vec<f64> {
     }
 }
 
+/// `[L - w]` R-KV's redundancy from scratch (the oracle: O(L^2 d), nothing committed).
+pub fn oracle_redundancy(cfg: &CompressionConfig, obs: &HeadObservation<'_>) -> Vec<f64> {
+    let keys = obs.keys.to_f32();
+    redundancy_oracle(&keys, obs.head_dim, cfg.threshold, obs.window).redundancy
+}
+
 /// Scores with `score(redundancy)` (`redundancy`: `[L - w]`, R-KV's, raw), keeps the top
 /// candidates plus the `recent` newest slots, and commits the redundancy pass.
 pub fn select_with_redundancy(
@@ -39,11 +45,7 @@ pub fn select_with_redundancy(
             let mut pass = redundancy_incremental_lent(obs.keys, cfg.threshold, obs.window, state)?;
             (std::mem::take(&mut pass.redundancy), Some(pass))
         }
-        RedundancyPath::Oracle => {
-            let keys = obs.keys.to_f32();
-            let r = redundancy_oracle(&keys, obs.head_dim, cfg.threshold, obs.window);
-            (r.redundancy, None)
-        }
+        RedundancyPath::Oracle => (oracle_redundancy(cfg, obs), None),
     };
     let scored = score(state, redundancy);
     let explained = select_scored(recent, cfg, obs, scored, state);
