@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::PromptMode;
 use rkv_engine::{Admission, EngineConfig, KvDtype, SamplingParams};
 use rkv_model::{LoadedModel, WeightMode};
 
@@ -131,6 +132,19 @@ pub struct PolicyTuning {
     /// it declares; a name none declares is an error
     #[arg(long = "kv-param", value_name = "NAME=VALUE", value_parser = parse_param)]
     pub kv_params: Vec<(String, f64)>,
+    /// `keep`: hold the prompt whole and compress it once after its last token (a
+    /// sequence holds max(prompt, budget + buffer) slots); `compress`: run the schedule
+    /// after every --kv-prompt-chunk prompt tokens (at most budget + buffer + chunk)
+    #[arg(long, default_value = "keep", value_parser = parse_prompt_mode)]
+    pub kv_prompt: PromptMode,
+    /// Prompt tokens appended between two compressions with `--kv-prompt compress` (at
+    /// least twice the window; a step's --max-batch-tokens may feed one in pieces)
+    #[arg(long, default_value_t = 512, allow_negative_numbers = true, value_parser = whole::<0, usize>)]
+    pub kv_prompt_chunk: usize,
+}
+
+fn parse_prompt_mode(s: &str) -> std::result::Result<PromptMode, String> {
+    s.parse().map_err(|e: rkv_core::ConfigError| e.to_string())
 }
 
 /// `NAME=VALUE` of `--kv-param`.
@@ -158,6 +172,8 @@ impl PolicyTuning {
             window: self.kv_window,
             lambda: self.rkv_lambda,
             threshold: self.rkv_threshold,
+            prompt: self.kv_prompt,
+            prompt_chunk: self.kv_prompt_chunk,
             ..CompressionConfig::default()
         };
         for (name, value) in &self.kv_params {

@@ -13,6 +13,7 @@ use std::ops::Range;
 use std::str::FromStr;
 
 use crate::policy::{registry, KvPolicy, Needs};
+use crate::prompt::PromptMode;
 
 /// Which KV-cache policy a sequence runs: a handle on one entry of the policy registry
 /// ([`crate::policy::registry`]), copied freely; what the policy is and does is asked of
@@ -160,6 +161,10 @@ pub enum ConfigError {
     LambdaOutOfRange(f32),
     #[error("threshold must lie in (-1, 1), got {0}")]
     ThresholdOutOfRange(f32),
+    #[error("unknown prompt mode {0:?} (expected keep or compress)")]
+    UnknownPromptMode(String),
+    #[error("prompt_chunk ({chunk}) must be at least twice the window ({window}): each chunk's last window of queries scores the cache, the last chunk's too")]
+    PromptChunkBelowWindow { chunk: usize, window: usize },
     #[error("unknown parameter {name:?} for policy {policy}; its parameters: {valid}")]
     UnknownParam {
         policy: &'static str,
@@ -195,6 +200,12 @@ pub struct CompressionConfig {
     pub sinks: usize,
     /// The parameters the policy declares beyond these fields (G-KV's decay, ...).
     pub params: PolicyParams,
+    /// Whether the prompt is held whole or compressed between chunks
+    /// ([`crate::prompt::PromptMode`]).
+    pub prompt: PromptMode,
+    /// Tokens of the prompt appended between two runs of the schedule when the prompt is
+    /// compressed.
+    pub prompt_chunk: usize,
 }
 
 impl Default for CompressionConfig {
@@ -209,6 +220,8 @@ impl Default for CompressionConfig {
             threshold: 0.5,
             sinks: 4,
             params: PolicyParams::default(),
+            prompt: PromptMode::Keep,
+            prompt_chunk: 512,
         }
     }
 }
@@ -328,6 +341,7 @@ impl CompressionConfig {
         if !(self.threshold > -1.0 && self.threshold < 1.0) {
             return Err(ConfigError::ThresholdOutOfRange(self.threshold));
         }
+        self.validate_prompt()?;
         let policy = self.policy.policy();
         for spec in policy.params() {
             spec.check(policy.name(), spec.get(self))?;

@@ -11,7 +11,9 @@ pub mod block_pool;
 pub mod config;
 pub mod exp;
 pub mod policy;
+pub mod prompt;
 mod simd;
 
 pub use config::{CompressionConfig, ConfigError, PolicyKind, StepPlan};
 pub use policy::{select_keep, HeadObservation, HeadState, KeyRows, PolicyError};
+pub use prompt::PromptMode;

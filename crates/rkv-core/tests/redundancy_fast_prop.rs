@@ -164,7 +164,7 @@ fn rkv_config(
         lambda,
         threshold,
         sinks: 0,
-        params: Default::default(),
+        ..CompressionConfig::default()
     }
 }
 

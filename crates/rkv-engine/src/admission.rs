@@ -84,7 +84,10 @@ impl KvMemory for EngineMemory<'_> {
         let Some(s) = self.seq(id) else { return 0 };
         let comp = s.compression.config();
         if s.in_prefill() {
-            return prompt_chunk(s.req.prompt.len() - s.fed, room, comp.window);
+            // Up to the end of the prompt's append (the whole prompt unless it is
+            // compressed), in pieces that fit the room.
+            let end = comp.prompt_append_end(s.fed, s.req.prompt.len());
+            return prompt_chunk(end - s.fed, room, comp.window);
         }
         let mut n = (s.total_len() - s.fed).min(room.max(1));
         // Recomputed generated tokens go in chunks that end where the schedule compressed

@@ -88,8 +88,8 @@ impl SeqCompression {
 
     /// Whether observation is needed for a step appending `n_new` tokens to `len_before`
     /// resident slots, and if so which of the step's tokens fill which window rows.
-    /// `final_append` is false for the non-final chunks of a prompt (the prompt counts as
-    /// one append). An error when the window's buffer cannot be allocated.
+    /// `final_append` is false for a piece of a prompt append that does not end it (a kept
+    /// prompt is one append, a compressed one an append per chunk). An error when the window's buffer cannot be allocated.
     pub fn capture_for_step(
         &mut self,
         len_before: usize,

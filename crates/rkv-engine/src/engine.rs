@@ -244,6 +244,7 @@ impl Engine {
                 compression,
                 forks,
                 started: false,
+                fed_most: 0,
             },
         );
         self.sched.enqueue(ids[0]);

@@ -66,13 +66,13 @@ impl std::fmt::Display for Admission {
 
 impl RequestLimits {
     /// Blocks one sample of `req` can ever hold: FullKV its whole length; a compressing
-    /// policy the prompt or `B + b`, whichever is larger (never more than the whole length).
+    /// policy the prompt or `B + b`, whichever is larger, when it keeps the prompt, at
+    /// most `B + b + chunk` when it compresses it (never more than the whole length).
     pub fn blocks_needed(&self, req: &GenerationRequest, comp: &CompressionConfig) -> usize {
         let full = req.prompt.len().saturating_add(req.max_tokens);
-        let slots = match comp.max_resident_slots() {
-            Some(m) => full.min(m.max(req.prompt.len())),
-            None => full,
-        };
+        let slots = comp
+            .peak_slots(req.prompt.len())
+            .map_or(full, |m| full.min(m));
         slots.div_ceil(self.block_size.max(1))
     }
 

@@ -31,6 +31,8 @@ pub struct Sequence {
     pub forks: Vec<(SeqId, SamplingParams)>,
     /// Whether the sequence was ever admitted (its prompt tokens counted).
     pub started: bool,
+    /// The most tokens it ever had fed (a recomputation feeds them again below this).
+    pub fed_most: usize,
 }
 
 impl Sequence {
@@ -47,8 +49,7 @@ impl Sequence {
         }
     }
 
-    /// Whether the sequence is still feeding its prompt (the prompt is one append: the
-    /// compression schedule runs after its last chunk only).
+    /// Whether the sequence is still feeding its prompt.
     pub fn in_prefill(&self) -> bool {
         self.fed < self.req.prompt.len()
     }

@@ -23,6 +23,9 @@ struct Feed {
     /// Its logits row, when the feed ends at its last token (it samples).
     row: Option<usize>,
     decode: bool,
+    /// Whether the feed ends an append (a whole prompt, a chunk of a compressed one, or
+    /// generated tokens): the compression schedule runs after it.
+    final_append: bool,
 }
 
 impl Engine {
@@ -122,7 +125,11 @@ impl Engine {
                 continue;
             };
             let start = s.fed;
-            let final_append = start + n >= s.req.prompt.len();
+            let append_end = s
+                .compression
+                .config()
+                .prompt_append_end(start, s.req.prompt.len());
+            let final_append = start + n >= append_end;
             let opened = s.compression.open_segment(
                 &mut self.store,
                 &mut s.table,
@@ -148,6 +155,7 @@ impl Engine {
                 n,
                 row,
                 decode: s.decoding(),
+                final_append,
             });
             segments.push(seg);
             positions.extend(start..start + n);
@@ -173,16 +181,18 @@ impl Engine {
         let Some(s) = self.seqs.get_mut(&f.id) else {
             return Ok(());
         };
-        // The prompt is one append: the schedule runs after its last chunk only.
-        if s.in_prefill() {
+        // The schedule runs after an append only (a kept prompt is one append).
+        if !f.final_append {
             return Ok(());
         }
         let tc = Instant::now();
         let done = s
             .compression
             .maybe_compress(&mut self.store, &mut s.table)?;
-        // A recomputed compression was counted the first time.
-        if done.evicted > 0 && f.row.is_some() {
+        // A recomputed compression (after a preemption) was counted the first time.
+        let first_time = s.fed > s.fed_most;
+        s.fed_most = s.fed_most.max(s.fed);
+        if done.evicted > 0 && first_time {
             s.stats.compressions += 1;
             s.stats.evicted_tokens += done.evicted;
             s.stats.compress_seconds += tc.elapsed().as_secs_f64();
@@ -253,6 +263,7 @@ impl Engine {
                 stats: p.stats.clone(),
                 forks: Vec::new(),
                 started: true,
+                fed_most: p.fed_most,
             };
             child.stats.generated_tokens = 0;
             if let Some(r) = per_sample {

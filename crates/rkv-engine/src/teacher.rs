@@ -135,9 +135,10 @@ impl Engine {
             let mut pos = 0;
             while pos < tokens.len() {
                 let in_prompt = pos < prompt_len;
+                let append_end = comp.prompt_append_end(pos, prompt_len);
                 let n = if in_prompt {
                     let room = max_chunk.max(this.cfg.max_batch_tokens);
-                    prompt_chunk(prompt_len - pos, room, comp.window)
+                    prompt_chunk(append_end - pos, room, comp.window)
                 } else {
                     let mut n = (tokens.len() - pos).min(max_chunk);
                     if let Some(cap) = comp.max_resident_slots() {
@@ -145,7 +146,7 @@ impl Engine {
                     }
                     n
                 };
-                let final_append = !in_prompt || pos + n == prompt_len;
+                let final_append = !in_prompt || pos + n == append_end;
                 let rows: Vec<usize> = (0..n).filter(|&t| pos + t + 1 >= prompt_len).collect();
                 let logits = this.feed(
                     table,

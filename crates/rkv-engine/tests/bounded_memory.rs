@@ -1,11 +1,13 @@
 //! Bounded memory on the default model: a 2048-token generation under R-KV at budget 256
 //! never holds more than budget + buffer = 384 slots per layer and head, and its KV memory
 //! peak is at most 0.2x FullKV's for the same run. Every other policy is bounded too.
+//! A 7,000-token prompt compressed between chunks holds at most budget + buffer + chunk.
 
 mod common;
 
 use common::engine;
 use rkv_core::config::{CompressionConfig, PolicyKind};
+use rkv_core::PromptMode;
 use rkv_engine::{GenerationRequest, KvDtype, SamplingParams};
 use rkv_model::chat_template::ChatMessage;
 use rkv_model::WeightMode;
@@ -71,4 +73,41 @@ fn compressed_generation_stays_within_budget_plus_buffer() {
             "{policy}: {s:?}"
         );
     }
+}
+
+/// A 7,000-token prompt (the default model's context is 8,192) under R-KV at budget 1024:
+/// compressed between chunks of 512 it never holds more than budget + buffer + chunk =
+/// 1664 slots (kept whole it would hold the prompt: `prompt_compression_tiny.rs`).
+#[test]
+fn a_long_prompt_compressed_in_chunks_stays_within_budget_buffer_chunk() {
+    let mut e = engine(WeightMode::Native, KvDtype::F16, CompressionConfig::full());
+    let sentence = "The grass is green. The sky is blue. The sun is yellow. Here we go. ";
+    let mut prompt = e
+        .tokenizer()
+        .encode(&sentence.repeat(7000 / 16))
+        .expect("encode");
+    assert!(prompt.len() >= 7000, "{}", prompt.len());
+    prompt.truncate(7000);
+    let run = |e: &mut rkv_engine::Engine, mode: PromptMode| {
+        let req = GenerationRequest {
+            prompt: prompt.clone(),
+            sampling: SamplingParams::default(),
+            max_tokens: 4,
+            ignore_eos: true,
+            stop: Vec::new(),
+        };
+        let comp = CompressionConfig {
+            policy: PolicyKind::RKv,
+            budget: 1024,
+            prompt: mode,
+            ..CompressionConfig::default()
+        };
+        assert_eq!((comp.buffer, comp.prompt_chunk), (128, 512));
+        e.generate(req, Some(comp), |_| {}).expect("generate").stats
+    };
+    let compressed = run(&mut e, PromptMode::Compress);
+    assert!(compressed.kv_slots_peak <= 1664, "{compressed:?}");
+    assert!(compressed.kv_slots_peak > 1152, "{compressed:?}");
+    // One compression per chunk from the third on (512 x 3 > B + b = 1152).
+    assert!(compressed.compressions >= 11, "{compressed:?}");
 }

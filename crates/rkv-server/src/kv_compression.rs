@@ -38,6 +38,14 @@ pub fn resolve(
     if let Some(v) = r.window {
         cfg.window = count("window", v)?;
     }
+    if let Some(m) = &r.prompt {
+        cfg.prompt = m
+            .parse()
+            .map_err(|e| ApiError::invalid_param(PARAM, format!("kv_compression.prompt: {e}")))?;
+    }
+    if let Some(v) = r.prompt_chunk {
+        cfg.prompt_chunk = count("prompt_chunk", v)?;
+    }
     // The shared fields go to the policy's parameter of that name where it declares
     // one (G-KV's own lambda), else to the field itself.
     if let Some(v) = r.kernel {
@@ -152,6 +160,17 @@ mod tests {
                 buffer: Some(0),
                 ..KvCompressionIn::default()
             },
+            KvCompressionIn {
+                policy: Some("rkv".into()),
+                prompt: Some("drop".into()),
+                ..KvCompressionIn::default()
+            },
+            KvCompressionIn {
+                policy: Some("rkv".into()),
+                prompt: Some("compress".into()),
+                prompt_chunk: Some(8),
+                ..KvCompressionIn::default()
+            },
         ] {
             let e = resolve(Some(&bad), d).unwrap_err();
             assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST, "{bad:?}");
@@ -188,6 +207,20 @@ mod tests {
             ..KvCompressionIn::default()
         };
         assert_eq!(resolve(Some(&top), d).unwrap().param("lambda"), Some(0.25));
+    }
+
+    #[test]
+    fn the_prompt_mode_and_chunk_are_taken_by_name() {
+        let d = CompressionConfig::with_policy(PolicyKind::RKv);
+        let r = KvCompressionIn {
+            prompt: Some("compress".into()),
+            prompt_chunk: Some(256),
+            ..KvCompressionIn::default()
+        };
+        let got = resolve(Some(&r), d).unwrap();
+        assert_eq!(got.prompt, rkv_core::PromptMode::Compress);
+        assert_eq!(got.prompt_chunk, 256);
+        assert_eq!(got.peak_slots(100_000), Some(1024 + 128 + 256));
     }
 
     #[test]

@@ -120,6 +120,12 @@ pub struct KvCompressionIn {
     /// policy does not declare, or a value outside its range, is refused.
     #[serde(default)]
     pub params: Option<std::collections::BTreeMap<String, f64>>,
+    /// `"keep"` (the prompt held whole, compressed once after it) or `"compress"` (the
+    /// schedule runs after every `prompt_chunk` prompt tokens).
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub prompt_chunk: Option<u64>,
 }
 
 /// A JSON body whose rejections (missing content type, syntax, wrong types) come back

@@ -1,6 +1,6 @@
 //! The OpenAI shapes on the real model: whole and streamed chat and completions, `n`,
-//! `stream_options.include_usage`, stop strings, `kv_compression` with `usage.kv`, the
-//! model list and the metrics exposition.
+//! `stream_options.include_usage`, stop strings, `kv_compression` (its prompt modes too)
+//! with `usage.kv`, the model list and the metrics exposition.
 
 mod common;
 
@@ -128,6 +128,25 @@ async fn openai_shapes() {
     assert_eq!(k["policy"], "gkv");
     assert!(k["compressions"].as_u64() > Some(0), "{k}");
     assert!(k["slots_peak"].as_u64() <= Some(24), "{k}");
+    // A long prompt compressed between chunks of 8: never more than 16 + 8 + 8 slots;
+    // kept whole, the prompt's length.
+    let long = prompt.repeat(12);
+    let kv = json!({"policy": "snapkv", "budget": 16, "buffer": 8, "window": 4,
+                    "prompt": "compress", "prompt_chunk": 8});
+    let body = solo_text(&srv, &long, 4, Some(&kv)).await;
+    let k = &body["usage"]["kv"];
+    let prompt_tokens = body["usage"]["prompt_tokens"]
+        .as_u64()
+        .expect("prompt_tokens");
+    assert!(prompt_tokens > 40, "{body}");
+    assert!(k["slots_peak"].as_u64() <= Some(32), "{k}");
+    assert!(k["compressions"].as_u64() > Some(2), "{k}");
+    let kv = json!({"policy": "snapkv", "budget": 16, "buffer": 8, "window": 4, "prompt": "keep"});
+    let body = solo_text(&srv, &long, 4, Some(&kv)).await;
+    assert_eq!(
+        body["usage"]["kv"]["slots_peak"].as_u64(),
+        Some(prompt_tokens)
+    );
 
     // The model list and the metrics.
     let (status, models) = srv.get("/v1/models").await;

@@ -161,6 +161,20 @@ async fn broken_bodies_get_4xx_with_an_error_object() {
             json_ct,
             400,
         ),
+        (
+            CHAT,
+            chat_with(json!({"kv_compression": {"policy": "rkv", "prompt": "drop"}})),
+            json_ct,
+            400,
+        ),
+        (
+            CHAT,
+            chat_with(
+                json!({"kv_compression": {"policy": "rkv", "prompt": "compress", "prompt_chunk": 8}}),
+            ),
+            json_ct,
+            400,
+        ),
         (CHAT, chat_with(json!({})), Some("text/plain"), 415),
         (CHAT, chat_with(json!({})), None, 415),
         (COMP, br#"{"prompt": 5}"#.to_vec(), json_ct, 400),

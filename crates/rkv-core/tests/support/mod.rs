@@ -181,7 +181,7 @@ impl Case {
             lambda: self.meta_opt("lambda")?.unwrap_or(d.lambda),
             threshold: self.meta_opt("threshold")?.unwrap_or(d.threshold),
             sinks: self.meta_opt("sinks")?.unwrap_or(d.sinks),
-            params: d.params,
+            ..d
         };
         cfg.validate().map_err(|e| format!("{}: {e}", self.name))?;
         Ok(cfg)
