@@ -1,4 +1,5 @@
-//! rkv-eval: datasets, answer extraction and grading, fidelity metrics and reports.
+//! rkv-eval: datasets, answer extraction and grading, fidelity metrics and reports, and
+//! the passkey-retrieval generator ([`passkey`]).
 //!
 //! The math answer grader lives in [`grade`]: a Rust port of the Qwen2.5-Math evaluation
 //! toolkit that R-KV ships in `evaluation/` (`parser.py`, `grader.py`, `eval_math.py`).
@@ -7,6 +8,7 @@ pub mod dataset;
 pub mod error;
 pub mod grade;
 mod jsonl;
+pub mod passkey;
 
 pub use dataset::{read_math_problems, MathProblem};
 pub use error::EvalError;

@@ -1,8 +1,10 @@
-//! `rkv eval`: grading, math accuracy and fidelity of compressed decoding.
+//! `rkv eval`: grading, math accuracy, fidelity of compressed decoding and passkey
+//! retrieval through compressed prompts.
 
 pub mod fidelity;
 pub mod grade;
 pub mod math;
+pub mod passkey;
 pub mod plot;
 
 use anyhow::Result;
@@ -16,6 +18,9 @@ pub enum EvalCmd {
     Fidelity(fidelity::FidelityArgs),
     /// Generate answers to math problems with a KV policy and grade them (pass@1)
     Math(math::MathArgs),
+    /// Find a number hidden in long filler under FullKV and each policy x budget x prompt
+    /// mode (keep, compress); accuracy per configuration
+    Passkey(passkey::PasskeyArgs),
 }
 
 impl EvalCmd {
@@ -25,6 +30,7 @@ impl EvalCmd {
             EvalCmd::Fidelity(a) => a.model.threads,
             EvalCmd::Grade(_) => None,
             EvalCmd::Math(a) => a.model.threads,
+            EvalCmd::Passkey(a) => a.model.threads,
         }
     }
 }
@@ -34,5 +40,6 @@ pub fn run(cmd: EvalCmd) -> Result<()> {
         EvalCmd::Fidelity(a) => fidelity::run(a),
         EvalCmd::Grade(a) => grade::run(a),
         EvalCmd::Math(a) => math::run(a),
+        EvalCmd::Passkey(a) => passkey::run(a),
     }
 }
