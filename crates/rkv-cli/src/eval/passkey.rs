@@ -63,6 +63,10 @@ pub struct PasskeyArgs {
     /// Write an SVG of accuracy against budget, one panel per prompt mode
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Print the first prompt (first length and depth, trial 0) and run nothing: a prompt
+    /// for `rkv generate --prompt-file`
+    #[arg(long)]
+    pub print_prompt: bool,
 }
 
 /// One answered prompt.
@@ -189,6 +193,15 @@ pub fn run(a: PasskeyArgs) -> Result<()> {
         model,
         engine_config(KvDtype::F16, CompressionConfig::full(), slots),
     )?;
+    if a.print_prompt {
+        let p = PasskeyPrompt {
+            key: key_for(a.seed, 0),
+            depth: a.depths[0],
+            units: units_for(&engine, a.lengths[0])?,
+        };
+        outln!("{}", p.text())?;
+        return Ok(());
+    }
     let cases = a.lengths.len() * a.depths.len() * a.trials;
     let bar = ProgressBar::new((cases * configs.len()) as u64).with_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed_precise} < {eta}]")
