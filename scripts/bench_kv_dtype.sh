@@ -7,7 +7,10 @@
 # kv_dtype_decode[.MODEL].jsonl (a header line each: command, machine, commit, date) and
 # re-renders BENCHMARKS.md. MODEL (default: the default model), LIMIT (traces, 10),
 # REPEAT (decode repeats, 4) and TRACES override. About 25 minutes on 2 cores for the
-# default model.
+# default model. PARTS picks the parts (default "fidelity decode"); the part `serve` runs
+# scripts/bench_serve.sh's load (64 requests at concurrency 64, 256 MiB of KV, R-KV budget
+# 256; TOKENS generated each, default 2048) once with f16 KV and once with q8_0 KV, into
+# kv_dtype_serve[.MODEL].jsonl: how many more sequences the same memory holds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p rkv-cli
@@ -27,12 +30,25 @@ fid=(eval fidelity "${model[@]}" --threads 2 --traces "$TRACES" --limit "${LIMIT
      --reference-kv-dtype f16 --json)
 dec=(bench decode "${model[@]}" --threads 2 --kv-dtype q8_0 --compare-kv-dtype f16
      --interleave --depths 8000 --tokens 128 --repeat "${REPEAT:-4}" --json)
-for part in fidelity decode; do
-  if [ "$part" = fidelity ]; then args=("${fid[@]}"); else args=("${dec[@]}"); fi
+srv=(bench serve "${model[@]}" --threads 2 --requests 64 --concurrency 64
+     --max-tokens "${TOKENS:-2048}" --ignore-eos --kv-memory 256MiB --json
+     --kv-policy rkv --kv-budget 256)
+for part in ${PARTS:-fidelity decode}; do
   tmp=$(mktemp)
-  python3 scripts/bench_header.py "$RKV ${args[*]}" > "$tmp"
-  echo "== $part" >&2
-  "$RKV" "${args[@]}" >> "$tmp"
+  case "$part" in
+    fidelity) python3 scripts/bench_header.py "$RKV ${fid[*]}" > "$tmp"
+              echo "== $part" >&2
+              "$RKV" "${fid[@]}" >> "$tmp" ;;
+    decode) python3 scripts/bench_header.py "$RKV ${dec[*]}" > "$tmp"
+            echo "== $part" >&2
+            "$RKV" "${dec[@]}" >> "$tmp" ;;
+    serve) python3 scripts/bench_header.py "$RKV ${srv[*]} --kv-dtype D for D in: f16 q8_0" > "$tmp"
+           for d in f16 q8_0; do
+             echo "== $part $d" >&2
+             "$RKV" "${srv[@]}" --kv-dtype "$d" >> "$tmp"
+           done ;;
+    *) echo "unknown part $part (fidelity, decode, serve)" >&2; exit 2 ;;
+  esac
   mv "$tmp" "$OUT/kv_dtype_$part$suffix.jsonl"
 done
 python3 scripts/render_benchmarks.py
