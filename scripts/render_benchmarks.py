@@ -298,6 +298,7 @@ def main():
             out += ["", "R-KV against SnapKV, as measured here:", ""] + lines
         out.append("")
 
+    out += kv_dtype_section()
     out += serve_section()
     out += llamacpp_section()
     out += portable_section()
@@ -306,6 +307,84 @@ def main():
         f.write("\n".join(out) + "\n")
     readme_section(out, machine, date)
     print("wrote BENCHMARKS.md", file=sys.stderr)
+
+
+def kv_dtype_section():
+    """8-bit KV against f16: bench/results/kv_dtype_fidelity[.MODEL].jsonl and
+    kv_dtype_decode[.MODEL].jsonl (scripts/bench_kv_dtype.sh)."""
+    import glob
+
+    def model(cmd):
+        m = re.search(r"--model (\S+)", cmd)
+        return m.group(1) if m else "SmolLM2-135M-Instruct Q4_1 (the default model)"
+
+    fid = sorted(glob.glob(os.path.join(RES, "kv_dtype_fidelity*.jsonl")))
+    dec = sorted(glob.glob(os.path.join(RES, "kv_dtype_decode*.jsonl")))
+    if not fid and not dec:
+        return []
+    out = ["## 8-bit KV (q8_0) against f16", "",
+           "`scripts/bench_kv_dtype.sh` ([docs/kv-dtype.md](docs/kv-dtype.md)): each run compares the two "
+           "dtypes in one invocation. Fidelity: every trace teacher-forced under each policy with q8_0 KV and "
+           "with f16 KV (the same policy and budget), KL(f16 || q8_0) per generated token, token-weighted "
+           "mean over traces, and the per-trace means as median (min-max); top-1 is agreement with the f16 "
+           "run, NLL delta the q8_0 run's mean NLL minus the f16 run's.", ""]
+    for path in fid:
+        head, rows = read_results(os.path.basename(path))
+        traces = [r for r in rows if "trace" in r and "summary" not in r]
+        summary = next((r["summary"] for r in rows if "summary" in r), [])
+        if not summary:
+            continue
+        out += [f"Model: {model(head['command'])}. `{head['command']}`; machine: {head['machine']}; "
+                f"commit `{head['commit']}`; date: {head['date']}.", "",
+                "| policy | budget | tokens | KL mean | per-trace KL median (min-max) | top-1 | NLL delta |",
+                "|---|---|---|---|---|---|---|"]
+        for r in summary:
+            per = [t["kl_mean"] for t in traces if t["policy"] == r["policy"] and t["budget"] == r["budget"]]
+            name = "FullKV" if r["policy"] == "full" else policy_name(r["policy"])
+            budget = "-" if r["policy"] == "full" else r["budget"]
+            out.append(f"| {name} | {budget} | {r['tokens']} | {r['kl_mean']:.5f} | {fmt(spread(per), 5)} | "
+                       f"{r['top1_agreement']:.4f} | {r['nll_delta']:+.5f} |")
+        out.append("")
+    for path in dec:
+        head, rows = read_results(os.path.basename(path))
+        runs = [r for r in rows if r.get("bench") == "decode"]
+        paired = {r["depth"]: r for r in rows if r.get("bench") == "decode_paired"}
+        if not runs:
+            continue
+        out += [f"Decode speed, model {model(head['command'])}: `{head['command']}`; machine: {head['machine']}; commit `{head['commit']}`; "
+                f"date: {head['date']}. Both dtypes decode in one run, one forward of each in turn on its own "
+                "engine (the engines swap every repeat); tokens/s median (min-max) over repeats, the ratio per "
+                "repeat.", "",
+                "| depth | policy | q8_0 decode tok/s | f16 decode tok/s | q8_0 / f16 | KV bytes peak q8_0 / f16 |",
+                "|---|---|---|---|---|---|"]
+        for depth in sorted({r["depth"] for r in runs}):
+            by = {r["kv_dtype"]: r for r in runs if r["depth"] == depth}
+            q, f = by.get("q8_0"), by.get("f16")
+            p = paired.get(depth)
+            if not (q and f and p):
+                continue
+            out.append(f"| {depth} | {policy_name(q['policy'])} | {fmt(q['decode_tokens_per_s'])} | "
+                       f"{fmt(f['decode_tokens_per_s'])} | {fmt(p['decode_speed_ratio'], 2)} | "
+                       f"{mib(q['kv_bytes_peak'])} / {mib(f['kv_bytes_peak'])} MiB |")
+        out.append("")
+    for path in sorted(glob.glob(os.path.join(RES, "kv_dtype_serve*.jsonl"))):
+        head, rows = read_results(os.path.basename(path))
+        by = {r.get("kv_dtype"): r for r in rows}
+        q, f = by.get("q8_0"), by.get("f16")
+        if not (q and f):
+            continue
+        out += [f"Many sequences in one memory, model {model(head['command'])}: `{head['command']}`; machine: {head['machine']}; commit "
+                f"`{head['commit']}`; date: {head['date']}. The same load with f16 and with q8_0 KV in turn.", "",
+                "| KV | KV blocks | peak running | mean running | generated tok/s | preemptions |",
+                "|---|---|---|---|---|---|"]
+        for name, r in (("f16", f), ("q8_0", q)):
+            out.append(f"| {name} | {r['kv_blocks_total']} | {r['peak_running']} | {r['mean_running']:.1f} | "
+                       f"{r['tokens_per_s']:.1f} | {r['preemptions']} |")
+        out += ["", f"q8_0 / f16: {q['kv_blocks_total'] / f['kv_blocks_total']:.2f}x the blocks, "
+                f"{q['peak_running'] / max(f['peak_running'], 1):.2f}x the peak and "
+                f"{q['mean_running'] / max(f['mean_running'], 1e-9):.2f}x the mean sequences running, "
+                f"{q['tokens_per_s'] / max(f['tokens_per_s'], 1e-9):.2f}x the generated tokens/s.", ""]
+    return out
 
 
 def serve_section():

@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use rkv_core::config::CompressionConfig;
-use rkv_engine::{fits_context, Engine, GenerationRequest, SamplingParams, SeqStats};
+use rkv_engine::{fits_context, Engine, GenerationRequest, KvDtype, SamplingParams, SeqStats};
 use serde_json::json;
 
 use crate::args::{engine_config, peak_rss_bytes, whole, KvArgs, ModelArgs};
@@ -44,17 +44,24 @@ pub struct DecodeArgs {
     /// between them (reported per repeat) share the machine's conditions
     #[arg(long)]
     pub compare_policy: Option<String>,
-    /// With --compare-policy: each policy on its own engine (the model loaded once for
-    /// each), both generations running at once, one forward of each in turn, so that the
-    /// two share the machine's conditions step by step rather than repeat by repeat (on a
-    /// shared machine the speed drifts by a tenth within a minute). Each policy's time is
-    /// its own steps'. The policies change engines every repeat: use an even --repeat.
-    #[arg(long, requires = "compare_policy")]
+    /// The same policy with its KV stored as this dtype, measured in the same run as
+    /// --compare-policy measures a second policy (`--kv-dtype q8_0 --compare-kv-dtype
+    /// f16`: 8-bit KV's speed against f16's, side by side); the KV pool is rebuilt for
+    /// each dtype
+    #[arg(long, value_parser = ["f16", "f32", "q8_0"], conflicts_with = "compare_policy")]
+    pub compare_kv_dtype: Option<String>,
+    /// With --compare-policy or --compare-kv-dtype: each run on its own engine (the model
+    /// loaded once for each), both generations running at once, one forward of each in
+    /// turn, so that the two share the machine's conditions step by step rather than
+    /// repeat by repeat (on a shared machine the speed drifts by a tenth within a
+    /// minute). Each run's time is its own steps'. The runs change engines every repeat:
+    /// use an even --repeat.
+    #[arg(long)]
     pub interleave: bool,
     /// llama.cpp's `llama-bench` binary: runs it on the same GGUF file in turn with every
     /// repeat (decode at each depth, and a prompt of the depth's length) and reports
     /// rkv / llama.cpp per repeat (see BENCHMARKS.md for building llama.cpp)
-    #[arg(long, value_name = "PATH", conflicts_with = "compare_policy")]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["compare_policy", "compare_kv_dtype"])]
     pub llama_bench: Option<std::path::PathBuf>,
     /// Sequences decoding at once: one request of N samples of the depth's prompt (fed
     /// once; a compressing policy compresses it before the samples fork), sampled at
@@ -68,7 +75,8 @@ pub struct DecodeArgs {
     /// with every repeat, decoding --llama-sequences sequences at once after the depth's
     /// prompt (decoded once and copied into each sequence's cache, `-pps`), and reports
     /// rkv / llama.cpp per repeat
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["compare_policy", "llama_bench"])]
+    #[arg(long, value_name = "PATH",
+          conflicts_with_all = ["compare_policy", "compare_kv_dtype", "llama_bench"])]
     pub llama_batched_bench: Option<std::path::PathBuf>,
     /// Sequences llama-batched-bench decodes at once [default: --batch]
     #[arg(long, requires = "llama_batched_bench", allow_negative_numbers = true,
@@ -163,7 +171,27 @@ fn decode(a: DecodeArgs) -> Result<()> {
             "--tokens, --repeat and --depths must be non-empty and positive"
         ));
     }
-    let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
+    if a.interleave && a.compare_policy.is_none() && a.compare_kv_dtype.is_none() {
+        return Err(usage!(
+            "--interleave needs --compare-policy or --compare-kv-dtype"
+        ));
+    }
+    let mut runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
+    // The KV dtype of each run, and how each is named in the report.
+    let mut dtypes = vec![a.kv.kv_dtype(); runs.len()];
+    if let Some(other) = &a.compare_kv_dtype {
+        let other = KvDtype::parse(other).map_err(|e| usage!("--compare-kv-dtype: {e}"))?;
+        runs.push(runs[0].clone());
+        dtypes.push(other);
+    }
+    let labels: Vec<String> = runs
+        .iter()
+        .zip(&dtypes)
+        .map(|((p, _), d)| match a.compare_kv_dtype {
+            Some(_) => format!("{p} ({d})"),
+            None => p.clone(),
+        })
+        .collect();
     let compression = runs[0].1;
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;
@@ -205,13 +233,11 @@ fn decode(a: DecodeArgs) -> Result<()> {
         cfg.kv_blocks = need.max().unwrap_or(1);
         cfg.max_num_seqs = cfg.max_num_seqs.max(a.batch);
     }
-    // Bytes of keys and values one token holds over all layers (llama.cpp's cells too).
-    let slot_bytes = rkv_engine::EngineConfig::bytes_per_block(
-        model.transformer.attention_shape(),
-        cfg.kv_dtype,
-        1,
-    );
-    let kv_pool_bytes = cfg.kv_blocks * cfg.block_size * slot_bytes;
+    // Bytes of keys and values one token holds over all layers (llama.cpp's cells too),
+    // per run's dtype.
+    let shape = model.transformer.attention_shape();
+    let slot_bytes_of = |d| rkv_engine::EngineConfig::bytes_per_block(shape, d, 1);
+    let slot_bytes = slot_bytes_of(cfg.kv_dtype);
     let mut llama = match (&a.llama_bench, &a.llama_batched_bench) {
         (None, None) => None,
         (bench, batched) => {
@@ -230,6 +256,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
             Some(Llama::new(bin, &file, threads, &a.kv.kv_dtype, batched)?)
         }
     };
+    let (cfg_blocks, block_size) = (cfg.kv_blocks, cfg.block_size);
     let mut engine = Engine::new(model, cfg.clone())?;
     // The second policy's own engine, when interleaved.
     let mut second = match a.interleave {
@@ -255,6 +282,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 // than the other with the same policy on both), and so which steps first.
                 let p = [alternating(rep, 0, 2), alternating(rep, 1, 2)];
                 let policies = [runs[p[0]].1, runs[p[1]].1];
+                engine.set_kv_dtype(dtypes[p[0]])?;
+                other.set_kv_dtype(dtypes[p[1]])?;
                 let stats = interleaved([&mut engine, other], &req, policies)?;
                 for (k, s) in p.iter().zip(&stats) {
                     measured[*k].add(s);
@@ -263,6 +292,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
             }
             for k in 0..runs.len() {
                 let k = alternating(rep, k, runs.len());
+                engine.set_kv_dtype(dtypes[k])?;
                 if a.batch > 1 {
                     let b = crate::bench_batch::run(&mut engine, &req, a.batch, runs[k].1)?;
                     measured[k].add_batch(&b);
@@ -278,12 +308,13 @@ fn decode(a: DecodeArgs) -> Result<()> {
         let rows: Vec<serde_json::Value> = runs
             .iter()
             .zip(&measured)
-            .map(|((policy, _), m)| {
+            .zip(&dtypes)
+            .map(|(((policy, _), m), dtype)| {
                 json!({
                     "bench": "decode",
                     "model": model_name,
                     "threads": rayon::current_num_threads(),
-                    "kv_dtype": a.kv.kv_dtype,
+                    "kv_dtype": dtype.name(),
                     "depth": depth,
                     "tokens": a.tokens,
                     "repeat": a.repeat,
@@ -303,7 +334,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     // every policy.
                     "compact_ms_per_event": m.compactions().map(|c| summary_json(stats(c))),
                     "kv_bytes_peak": m.kv_bytes,
-                    "kv_pool_bytes": kv_pool_bytes,
+                    "kv_pool_bytes": cfg_blocks * block_size * slot_bytes_of(*dtype),
                     "peak_rss_bytes": peak_rss_bytes(),
                 })
             })
@@ -324,6 +355,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
                     "bench": "decode_paired",
                     "depth": depth,
                     "policies": [runs[0].0, runs[1].0],
+                    "kv_dtypes": [dtypes[0].name(), dtypes[1].name()],
                     "interleaved": a.interleave,
                     "decode_speed_ratio": summary_json(speed),
                     "event_ms_ratio": event.map(summary_json),
@@ -331,13 +363,13 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 outln!("{row}")?;
             }
         } else {
-            for ((policy, _), m) in runs.iter().zip(&measured) {
-                print_text(depth, policy, m, a.repeat, a.tokens, a.batch)?;
+            for (label, m) in labels.iter().zip(&measured) {
+                print_text(depth, label, m, a.repeat, a.tokens, a.batch)?;
             }
             if let Some(((sm, slo, shi), event)) = paired {
-                let (p, q) = (&runs[0].0, &runs[1].0);
+                let (p, q) = (&labels[0], &labels[1]);
                 if a.interleave {
-                    outln!("              (interleaved: one forward of each policy in turn)")?;
+                    outln!("              (interleaved: one forward of each run in turn)")?;
                 }
                 outln!(
                     "              {p} / {q} per repeat: decode speed {sm:.2} (min {slo:.2}, max {shi:.2})"

@@ -380,6 +380,7 @@ fn report(
                 "concurrency": a.concurrency,
                 "max_tokens": a.max_tokens,
                 "kv_memory": a.engine.kv_memory,
+                "kv_dtype": a.kv.kv_dtype,
                 "threads": a.model.threads,
                 "generated_tokens": o.generated,
                 "seconds": o.seconds,
@@ -395,8 +396,9 @@ fn report(
         )?;
     } else {
         outln!(
-            "{name} budget {} ({admission}): {} requests, {} tokens in {:.1} s = {tps:.1} tok/s; peak running {}; KV blocks peak {}/{}; preemptions {}; TTFT p50 {t50:.0} ms p99 {t99:.0} ms; TPOT p50 {p50:.1} ms p99 {p99:.1} ms",
+            "{name} budget {} ({admission}), KV {}: {} requests, {} tokens in {:.1} s = {tps:.1} tok/s; peak running {}; KV blocks peak {}/{}; preemptions {}; TTFT p50 {t50:.0} ms p99 {t99:.0} ms; TPOT p50 {p50:.1} ms p99 {p99:.1} ms",
             budget.map_or_else(|| "none".into(), |b| b.to_string()),
+            a.kv.kv_dtype,
             a.requests,
             o.generated,
             o.seconds,

@@ -203,6 +203,35 @@ fn refused_values_are_usage_errors() {
     assert_eq!(code, 1, "{err}");
 }
 
+/// A KV dtype rkv does not store (`q4`, llama.cpp's `q4_0`, a wrong case) is refused by
+/// every command that takes one before anything runs: `serve` binds no port and admits
+/// nothing. The message lists what is supported.
+#[test]
+fn unsupported_kv_dtypes_are_usage_errors() {
+    let m = ["--model", "/x.gguf"];
+    for bad in ["q4", "q4_0", "Q8_0", "int8"] {
+        let dtype = ["--kv-dtype", bad];
+        for cmd in [
+            &["generate", "--prompt", "hi"][..],
+            &["serve", "--port", "0"],
+            &["bench", "decode"],
+            &["bench", "serve"],
+            &["eval", "fidelity", "--traces", "/x.jsonl"],
+            &["eval", "math", "--dataset", "/x.jsonl"],
+            &["inspect", "--trace", "/x.jsonl"],
+        ] {
+            usage_error(&[cmd, &m, &dtype].concat(), "q8_0");
+        }
+    }
+    let f = [
+        "eval", "fidelity", "--traces", "/x.jsonl", "--model", "/x.gguf",
+    ];
+    usage_error(&[&f[..], &["--reference-kv-dtype", "q4"]].concat(), "q8_0");
+    let d = ["bench", "decode", "--model", "/x.gguf"];
+    usage_error(&[&d[..], &["--compare-kv-dtype", "q4"]].concat(), "q8_0");
+    usage_error(&[&d[..], &["--interleave"]].concat(), "--compare-kv-dtype");
+}
+
 #[test]
 fn a_damaged_cached_default_model_says_to_fetch_it() {
     let home = tempfile::tempdir().expect("tempdir");

@@ -1,6 +1,7 @@
 //! One attention task: a query token's group of query heads against one chunk of a KV
-//! head's slots, read in place from the paged store, with f32 accumulation over f16 or
-//! f32 storage; the partial result the online-softmax merge of `paged_attention` combines,
+//! head's slots, read in place from the paged store, with f32 accumulation over f16, f32
+//! or q8_0 storage (8-bit rows read as they lie, never widened as a whole); the partial
+//! result the online-softmax merge of `paged_attention` combines,
 //! and what the policies observe on the way (probabilities, raw logits, the token's key's
 //! dot products with the chunk's keys).
 //!
@@ -15,15 +16,25 @@
 use half::f16;
 use rkv_core::block_pool::BlockId;
 use rkv_core::exp::{exp_slice, max_lanes};
-use rkv_core::policy::{appended_dots, KeyElem};
+use rkv_core::policy::appended_dots;
+use rkv_kernels::{BlockQ8_0, QK};
 
 /// Element types the store keeps, with the batched GQA kernels over one contiguous run of
 /// `n` slots: `scores[i, j] = q_i . k_j` and `out[i] += sum_j w[i, j] v_j`.
-pub(crate) trait KvElem: KeyElem {
-    /// Rounds operands the way ggml's f16 matmuls do (no-op for f32 storage).
+pub(crate) trait KvElem: Copy + Send + Sync {
+    /// Values one element holds: 1, or 32 for a q8_0 block (a row is `d / VALUES`
+    /// elements).
+    const VALUES: usize = 1;
+    /// Rounds operands the way ggml's f16 matmuls do (no-op for f32 and q8_0 storage,
+    /// whose products keep f32 queries and probabilities).
     fn round(x: &mut [f32]);
     fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]);
     fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]);
+    /// `dots[j] = key . row j` for the first `dots.len()` rows of `run`, in rkv-core's
+    /// fixed order over the rows as f32 (`widened` is scratch for types stored
+    /// otherwise), so that the redundancy's threshold decisions are the oracle's on the
+    /// keys as policies read them.
+    fn key_dots(key: &[f32], run: &[Self], dots: &mut [f32], widened: &mut Vec<f32>);
 }
 
 impl KvElem for f16 {
@@ -35,6 +46,31 @@ impl KvElem for f16 {
     }
     fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
         rkv_kernels::gqa::gqa_weighted_sum_f16(v, d, d, w, out)
+    }
+    fn key_dots(key: &[f32], run: &[Self], dots: &mut [f32], _: &mut Vec<f32>) {
+        appended_dots(key, run, dots)
+    }
+}
+
+impl KvElem for BlockQ8_0 {
+    const VALUES: usize = QK;
+    fn round(_: &mut [f32]) {}
+    fn scores(k: &[Self], d: usize, qs: &[f32], scores: &mut [f32]) {
+        rkv_kernels::gqa_q8::gqa_scores_q8_0(k, d, qs, scores)
+    }
+    fn weighted_sum(v: &[Self], d: usize, w: &[f32], out: &mut [f32]) {
+        rkv_kernels::gqa_q8::gqa_weighted_sum_q8_0(v, d, w, out)
+    }
+    fn key_dots(key: &[f32], run: &[Self], dots: &mut [f32], widened: &mut Vec<f32>) {
+        // The run dequantised (exact), as `KvStore::read_keys_into` gives policies.
+        let rows = sized(widened, dots.len() * key.len());
+        for (blk, out) in run.iter().zip(rows.chunks_exact_mut(QK)) {
+            let s = blk.d.to_f32();
+            for (o, &q) in out.iter_mut().zip(&blk.qs) {
+                *o = s * f32::from(q);
+            }
+        }
+        appended_dots(key, rows, dots)
     }
 }
 
@@ -57,6 +93,9 @@ impl KvElem for f32 {
                 rkv_kernels::attn::axpy_f32(o, w[i * n + j], vr);
             }
         }
+    }
+    fn key_dots(key: &[f32], run: &[Self], dots: &mut [f32], _: &mut Vec<f32>) {
+        appended_dots(key, run, dots)
     }
 }
 
@@ -211,6 +250,7 @@ pub(crate) struct Scratch {
     qr: Vec<f32>,     // [g, d] the queries, rounded like the cache's operands
     logits: Vec<f32>, // [g, n] logits, then probabilities
     tmp: Vec<f32>,    // [g, run] one run's scores, then its weights
+    rows: Vec<f32>,   // [run, d] one run's q8_0 keys dequantised, for R-KV's dots
 }
 
 /// Resizes `v` to `n` values (their contents are overwritten before they are read).
@@ -242,7 +282,14 @@ pub(crate) fn partial<E: KvElem, R>(
     } = *chunk;
     let g = qs.len() / d;
     let n = c1 - c0;
-    let Scratch { qr, logits, tmp } = scratch;
+    let Scratch {
+        qr,
+        logits,
+        tmp,
+        rows,
+    } = scratch;
+    // Elements of one row in storage (`d`, or `d / 32` q8_0 blocks).
+    let de = d / E::VALUES;
     // ggml multiplies an f16 cache with f16 copies of its operands: the queries here, the
     // probabilities below. Doing the same keeps f16-KV runs token-equal to llama.cpp.
     let qr = sized(qr, g * d);
@@ -257,7 +304,7 @@ pub(crate) fn partial<E: KvElem, R>(
     for (s0, s1, off) in chunk.runs.clone() {
         let m = s1 - s0;
         let t = &mut tmp[..g * m];
-        let run = &keys[off * d..(off + m) * d];
+        let run = &keys[off * de..(off + m) * de];
         E::scores(run, d, qs, t);
         for i in 0..g {
             let dst = &mut logits[i * n + s0 - c0..i * n + s1 - c0];
@@ -269,10 +316,10 @@ pub(crate) fn partial<E: KvElem, R>(
         // rkv-core's fixed order (the redundancy's threshold decisions must be the
         // oracle's).
         if let Some((key, dots)) = dots.as_mut() {
-            appended_dots(key, run, &mut dots[s0 - c0..s1 - c0]);
+            E::key_dots(key, run, &mut dots[s0 - c0..s1 - c0], rows);
         }
         if let Some((sum_key, sums)) = sums.as_mut() {
-            appended_dots(sum_key, run, &mut sums[s0 - c0..s1 - c0]);
+            E::key_dots(sum_key, run, &mut sums[s0 - c0..s1 - c0], rows);
         }
     }
     if let Some(kept) = out.logits {
@@ -300,7 +347,7 @@ pub(crate) fn partial<E: KvElem, R>(
         for i in 0..g {
             t[i * m..(i + 1) * m].copy_from_slice(&logits[i * n + s0 - c0..i * n + s1 - c0]);
         }
-        E::weighted_sum(&values[off * d..(off + m) * d], d, t, acc);
+        E::weighted_sum(&values[off * de..(off + m) * de], d, t, acc);
     }
     for i in 0..g {
         acc[i * d..(i + 1) * d]

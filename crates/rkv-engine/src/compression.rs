@@ -280,20 +280,19 @@ impl SeqCompression {
             .par_iter_mut()
             .enumerate()
             // One key buffer per worker, reused across heads, for block sizes that are not
-            // a power of two (otherwise the keys are read where they lie), and one for
-            // values where the policy reads them.
+            // a power of two and for q8_0 keys (read dequantised; otherwise the keys are
+            // read where they lie), and one for values where the policy reads them.
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(flat, values), (i, state)| {
                     let (layer, head) = (i / nkv, i % nkv);
                     let runs = match (needs_keys, runs_fit) {
-                        (true, true) => Some(store_ref.key_runs(&blocks, layer, head, len)),
-                        (true, false) => {
-                            store_ref.read_keys_into(&blocks, layer, head, len, flat);
-                            None
-                        }
-                        (false, _) => None,
+                        (true, true) => store_ref.key_runs(&blocks, layer, head, len),
+                        _ => None,
                     };
+                    if needs_keys && runs.is_none() {
+                        store_ref.read_keys_into(&blocks, layer, head, len, flat);
+                    }
                     let keys = match &runs {
                         Some(r) => r.rows(bs, len, d).map_err(|e| e.to_string())?,
                         None => KeyRows::flat_f32(flat, d),
@@ -378,8 +377,10 @@ mod tests {
     use rkv_model::Attention;
 
     /// A model shape of `n_layers` layers with one KV head of `d` dims and two query heads,
-    /// an f16 store of `n_blocks` blocks of `block_size` slots, and `cfg`'s compression.
+    /// a store of `dtype` rows in `n_blocks` blocks of `block_size` slots, and `cfg`'s
+    /// compression.
     fn one_kv_head(
+        dtype: KvDtype,
         n_layers: usize,
         d: usize,
         block_size: usize,
@@ -398,7 +399,7 @@ mod tests {
             head_dim: d,
             block_size,
         };
-        let store = KvStore::new(layout, KvDtype::F16, n_blocks).expect("store");
+        let store = KvStore::new(layout, dtype, n_blocks).expect("store");
         let comp = SeqCompression::new(cfg, shape).expect("config");
         (shape, store, comp)
     }
@@ -416,7 +417,7 @@ mod tests {
             window: 2,
             ..CompressionConfig::default()
         };
-        let (shape, mut store, mut comp) = one_kv_head(2, 4, 4, 8, cfg);
+        let (shape, mut store, mut comp) = one_kv_head(KvDtype::F16, 2, 4, 4, 8, cfg);
         let mut table = BlockTable::new();
         let forward = |store: &mut KvStore, seg: Segment, layers: usize, t: f32| {
             let n = seg.n_tokens;
@@ -463,17 +464,23 @@ mod tests {
     }
 
     /// The attention describes every appended slot as the oracle resolves it, over f16
-    /// keys read in place, when a head's slots are split over several attention tasks
-    /// (more than 256 visible) and a segment holds many tokens (a prompt) or one.
+    /// keys read in place and q8_0 keys dequantised as policies read them, when a head's
+    /// slots are split over several attention tasks (more than 256 visible) and a segment
+    /// holds many tokens (a prompt) or one.
     #[test]
     fn described_slots_match_the_oracle_across_attention_chunks() {
-        let d = 16;
+        for (dtype, d) in [(KvDtype::F16, 16), (KvDtype::Q8_0, 32)] {
+            described_slots_match_the_oracle(dtype, d);
+        }
+    }
+
+    fn described_slots_match_the_oracle(dtype: KvDtype, d: usize) {
         let cfg = CompressionConfig {
             policy: PolicyKind::RKv,
             budget: 4096,
             ..CompressionConfig::default()
         };
-        let (shape, mut store, mut comp) = one_kv_head(1, d, 16, 64, cfg);
+        let (shape, mut store, mut comp) = one_kv_head(dtype, 1, d, 16, 64, cfg);
         let mut table = BlockTable::new();
         // Keys near one of five directions (so that many rows match), with noise.
         let key = |p: usize| -> Vec<f32> {
@@ -503,7 +510,7 @@ mod tests {
         let matched = oracle.latest.iter().filter(|r| r.is_some()).count();
         assert!(
             matched > pos / 2,
-            "the keys should repeat: {matched} of {pos}"
+            "{dtype}: the keys should repeat: {matched} of {pos}"
         );
         assert_eq!(
             comp.heads[0].latest_resolved(&keys, d, cfg.threshold),

@@ -56,8 +56,15 @@ impl Default for EngineConfig {
 impl EngineConfig {
     /// Bytes of keys and values one block of `block_size` slots holds for a model of
     /// `shape` at `dtype`.
+    /// (q8_0: 34 bytes per 32 values, scales included). Saturates rather than overflows.
     pub fn bytes_per_block(shape: AttentionShape, dtype: KvDtype, block_size: usize) -> usize {
-        2 * shape.n_layers * shape.n_kv_heads * shape.head_dim * block_size * dtype.bytes()
+        let values = [shape.n_kv_heads, shape.head_dim, block_size]
+            .iter()
+            .try_fold(shape.n_layers, |acc, &x| acc.checked_mul(x));
+        values
+            .and_then(|v| dtype.bytes_of(v))
+            .and_then(|b| b.checked_mul(2))
+            .unwrap_or(usize::MAX)
     }
 
     /// Blocks a request of `n` samples of `req` under `comp` can hold at once with this
@@ -165,6 +172,26 @@ impl Engine {
 
     pub fn store(&self) -> &KvStore {
         &self.store
+    }
+
+    /// Rebuilds the KV pool, with as many blocks, to store rows as `dtype`: for callers
+    /// that compare dtypes on one loaded model (`rkv eval fidelity
+    /// --reference-kv-dtype`, `rkv bench decode --compare-kv-dtype`). Refused, changing
+    /// nothing, while any sequence holds KV blocks or the model's head size does not suit
+    /// `dtype`.
+    pub fn set_kv_dtype(&mut self, dtype: KvDtype) -> Result<()> {
+        if dtype == self.cfg.kv_dtype {
+            return Ok(());
+        }
+        let pool = self.store.pool();
+        if !self.seqs.is_empty() || pool.n_free() != pool.n_blocks() {
+            return Err(EngineError::Config(
+                "the KV dtype changes only while no sequence holds KV blocks".into(),
+            ));
+        }
+        self.store = KvStore::new(*self.store.layout(), dtype, pool.n_blocks())?;
+        self.cfg.kv_dtype = dtype;
+        Ok(())
     }
 
     /// The longest prompt plus generation the model accepts.

@@ -5,12 +5,16 @@
 //! so that one (layer, head) run of slots is contiguous. Positions live per
 //! (layer, head, slot), never derived from the slot index. Compaction moves rows within
 //! a sequence's own blocks; the table then returns its freed tail blocks.
+//! Rows are stored as f16, f32 or ggml `q8_0` blocks (32 signed 8-bit values and one f16
+//! scale each, quantised when a row is written; a row of `head_dim` values is
+//! `head_dim / 32` blocks, so moving a row moves its scales with it); docs/kv-dtype.md.
 //! Must not know: models' maths, policies' scoring, HTTP.
 
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use rkv_core::block_pool::{BlockId, BlockPool, BlockTable};
 use rkv_core::policy::{KeyRows, PolicyError, Rows};
+use rkv_kernels::{quantize_row_q8_0, BlockQ8_0, QK};
 
 use crate::error::{EngineError, Result};
 
@@ -20,24 +24,69 @@ pub enum KvDtype {
     #[default]
     F16,
     F32,
+    /// ggml's `q8_0`: blocks of 32 signed 8-bit values with one f16 scale (34 bytes).
+    Q8_0,
 }
 
 impl KvDtype {
-    pub fn bytes(&self) -> usize {
+    /// Every dtype, in the order error messages list them.
+    pub const ALL: [KvDtype; 3] = [KvDtype::F16, KvDtype::F32, KvDtype::Q8_0];
+
+    /// The name `--kv-dtype` takes.
+    pub fn name(&self) -> &'static str {
         match self {
-            KvDtype::F16 => 2,
-            KvDtype::F32 => 4,
+            KvDtype::F16 => "f16",
+            KvDtype::F32 => "f32",
+            KvDtype::Q8_0 => "q8_0",
+        }
+    }
+
+    /// Bytes `values` values take (for q8_0, whole blocks of 32), `None` on overflow.
+    pub fn bytes_of(&self, values: usize) -> Option<usize> {
+        match self {
+            KvDtype::F16 => values.checked_mul(2),
+            KvDtype::F32 => values.checked_mul(4),
+            KvDtype::Q8_0 => values
+                .div_ceil(QK)
+                .checked_mul(std::mem::size_of::<BlockQ8_0>()),
+        }
+    }
+
+    /// Whether rows of `head_dim` values can be stored: q8_0 needs whole blocks of 32.
+    pub fn check_head_dim(&self, head_dim: usize) -> Result<()> {
+        match self {
+            KvDtype::Q8_0 if !head_dim.is_multiple_of(QK) => Err(EngineError::Config(format!(
+                "KV dtype q8_0 stores blocks of {QK} values, and this model's head size \
+                 {head_dim} is not a multiple of {QK} (use f16 or f32)"
+            ))),
+            _ => Ok(()),
         }
     }
 
     pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "f16" => Ok(KvDtype::F16),
-            "f32" => Ok(KvDtype::F32),
-            other => Err(EngineError::BadRequest(format!(
-                "unknown KV dtype `{other}` (expected f16 or f32)"
-            ))),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(KvDtype::name).collect();
+                EngineError::BadRequest(format!(
+                    "unknown KV dtype `{s}` (expected one of {})",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+impl std::fmt::Display for KvDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KvDtype {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
     }
 }
 
@@ -79,10 +128,12 @@ impl KvLayout {
     }
 }
 
-/// Key or value storage of the whole pool.
+/// Key or value storage of the whole pool. Offsets (`at`, `len`) count values; for
+/// q8_0 they are multiples of 32 (rows of whole blocks), and value `at` is block `at / 32`.
 pub enum KvBuf {
     F16(Vec<u16>), // [n_blocks, n_layers, n_kv_heads, block_size, head_dim], f16 bits
     F32(Vec<f32>), // [n_blocks, n_layers, n_kv_heads, block_size, head_dim]
+    Q8_0(Vec<BlockQ8_0>), // [n_blocks, n_layers, n_kv_heads, block_size, head_dim / 32]
 }
 
 impl KvBuf {
@@ -94,26 +145,46 @@ impl KvBuf {
         match dtype {
             KvDtype::F16 => try_zeroed_vec::<u16>(n).ok().map(KvBuf::F16),
             KvDtype::F32 => try_zeroed_vec::<f32>(n).ok().map(KvBuf::F32),
+            // An all-zero block is scale 0 and quants 0: the value 0, as for f16.
+            KvDtype::Q8_0 => try_zeroed_vec::<BlockQ8_0>(n / QK).ok().map(KvBuf::Q8_0),
         }
     }
 
-    /// Writes `src` (f32) at `at`.
-    pub fn write(&mut self, at: usize, src: &[f32]) {
+    /// Writes `src` (f32) at `at`; q8_0 quantises it (ggml's `quantize_row_q8_0`, as
+    /// llama.cpp writes a q8_0 cache on x86: `d = max|x| / 127`, `q = round(x / d)`).
+    /// An error only when `at` or `src.len()` is not a multiple of 32 in a q8_0 buffer.
+    pub fn write(&mut self, at: usize, src: &[f32]) -> Result<()> {
         match self {
             KvBuf::F16(b) => b[at..at + src.len()]
                 .reinterpret_cast_mut::<f16>()
                 .convert_from_f32_slice(src),
             KvBuf::F32(b) => b[at..at + src.len()].copy_from_slice(src),
+            KvBuf::Q8_0(b) => {
+                let blocks = q8_span(b, at, src.len())?;
+                quantize_row_q8_0(src, blocks).map_err(|e| EngineError::Failed(e.to_string()))?
+            }
         }
+        Ok(())
     }
 
-    /// Reads `dst.len()` values at `at` as f32.
+    /// Reads `dst.len()` values at `at` as f32 (q8_0 dequantised: exact, `d * q`).
     pub fn read(&self, at: usize, dst: &mut [f32]) {
         match self {
             KvBuf::F16(b) => b[at..at + dst.len()]
                 .reinterpret_cast::<f16>()
                 .convert_to_f32_slice(dst),
             KvBuf::F32(b) => dst.copy_from_slice(&b[at..at + dst.len()]),
+            KvBuf::Q8_0(b) => {
+                // Offsets of whole rows are multiples of 32 (`KvStore::new` checks the
+                // head size); a partial block is never asked for.
+                let blocks = &b[at / QK..(at + dst.len()).div_ceil(QK)];
+                for (blk, out) in blocks.iter().zip(dst.chunks_mut(QK)) {
+                    let d = blk.d.to_f32();
+                    for (o, &q) in out.iter_mut().zip(&blk.qs) {
+                        *o = d * f32::from(q);
+                    }
+                }
+            }
         }
     }
 
@@ -123,8 +194,21 @@ impl KvBuf {
         match self {
             KvBuf::F16(b) => b.copy_within(from..from + len, to),
             KvBuf::F32(b) => b.copy_within(from..from + len, to),
+            // Whole rows: their blocks, quants and scales together.
+            KvBuf::Q8_0(b) => b.copy_within(from / QK..(from + len) / QK, to / QK),
         }
     }
+}
+
+/// The blocks of q8_0 values `at..at + len`, both multiples of 32.
+fn q8_span(b: &mut [BlockQ8_0], at: usize, len: usize) -> Result<&mut [BlockQ8_0]> {
+    if !at.is_multiple_of(QK) || !len.is_multiple_of(QK) {
+        return Err(EngineError::Failed(format!(
+            "q8_0 rows are whole blocks of {QK}: values {at}..{} are not",
+            at + len
+        )));
+    }
+    Ok(&mut b[at / QK..(at + len) / QK])
 }
 
 /// One (layer, head)'s key runs, borrowed from the store: `[blocks][block_size * head_dim]`.
@@ -162,10 +246,13 @@ impl KvStore {
     /// A pool of `n_blocks` blocks; an error (not an abort) when its size overflows or
     /// the allocator refuses it.
     pub fn new(layout: KvLayout, dtype: KvDtype, n_blocks: usize) -> Result<Self> {
+        dtype.check_head_dim(layout.head_dim)?;
         let block_elems = layout.checked_block_elems();
         let refused = || EngineError::KvAlloc {
             blocks: n_blocks,
-            block_bytes: block_elems.and_then(|e| e.checked_mul(2 * dtype.bytes())),
+            block_bytes: block_elems
+                .and_then(|e| dtype.bytes_of(e))
+                .and_then(|b| b.checked_mul(2)),
         };
         let elems = block_elems
             .and_then(|e| e.checked_mul(n_blocks))
@@ -192,9 +279,17 @@ impl KvStore {
         &self.pool
     }
 
-    /// Bytes of keys and values one block holds.
+    pub fn dtype(&self) -> KvDtype {
+        self.dtype
+    }
+
+    /// Bytes of keys and values one block holds (for q8_0, its quants and scales).
     pub fn bytes_per_block(&self) -> usize {
-        2 * self.layout.block_elems() * self.dtype.bytes()
+        // Fits: `new` allocated twice this many bytes per block for the whole pool.
+        2 * self
+            .dtype
+            .bytes_of(self.layout.block_elems())
+            .unwrap_or(usize::MAX / 2)
     }
 
     /// Makes room for `extra` slots in `table` (all or nothing).
@@ -261,7 +356,8 @@ impl KvStore {
         Ok(table.fork(&mut self.pool)?)
     }
 
-    /// Stores key/value rows of slot `slot` for (layer, head) at absolute `position`.
+    /// Stores key/value rows of slot `slot` for (layer, head) at absolute `position`
+    /// (q8_0: quantised here, once).
     #[allow(clippy::too_many_arguments)]
     pub fn write_slot(
         &mut self,
@@ -272,13 +368,14 @@ impl KvStore {
         position: u32,
         k: &[f32], // [head_dim]
         v: &[f32], // [head_dim]
-    ) {
+    ) -> Result<()> {
         let bs = self.layout.block_size;
         let b = blocks[slot / bs];
         let at = self.layout.elem_offset(b, layer, head, slot % bs);
-        self.keys.write(at, k);
-        self.values.write(at, v);
+        self.keys.write(at, k)?;
+        self.values.write(at, v)?;
         self.positions[self.layout.pos_offset(b, layer, head, slot % bs)] = position;
+        Ok(())
     }
 
     /// Absolute position of `slot` of (layer, head).
@@ -290,7 +387,8 @@ impl KvStore {
     }
 
     /// Keys of slots `0..len` of (layer, head) as f32 into `out` (resized to
-    /// `[len, head_dim]`, so one buffer serves many heads).
+    /// `[len, head_dim]`, so one buffer serves many heads); q8_0 keys dequantised, as
+    /// policies read them when [`Self::key_runs`] cannot lend them in place.
     pub fn read_keys_into(
         &self,
         blocks: &[BlockId],
@@ -352,13 +450,14 @@ impl KvStore {
 
     /// The keys of slots `0..len` of (layer, head) where they lie: one run of
     /// `block_size` rows per block, in the stored element type (nothing is copied).
+    /// `None` for q8_0 keys, which policies read dequantised ([`Self::read_keys_into`]).
     pub fn key_runs<'a>(
         &'a self,
         blocks: &[BlockId],
         layer: usize,
         head: usize,
         len: usize,
-    ) -> KeyRuns<'a> {
+    ) -> Option<KeyRuns<'a>> {
         let (bs, d) = (self.layout.block_size, self.layout.head_dim);
         let runs = blocks.iter().take(len.div_ceil(bs.max(1)));
         let span = |&b: &BlockId| {
@@ -366,8 +465,11 @@ impl KvStore {
             at..at + bs * d
         };
         match &self.keys {
-            KvBuf::F16(k) => KeyRuns::F16(runs.map(|b| k[span(b)].reinterpret_cast()).collect()),
-            KvBuf::F32(k) => KeyRuns::F32(runs.map(|b| &k[span(b)]).collect()),
+            KvBuf::F16(k) => Some(KeyRuns::F16(
+                runs.map(|b| k[span(b)].reinterpret_cast()).collect(),
+            )),
+            KvBuf::F32(k) => Some(KeyRuns::F32(runs.map(|b| &k[span(b)]).collect())),
+            KvBuf::Q8_0(_) => None,
         }
     }
 
@@ -400,152 +502,4 @@ impl KvStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn store(dtype: KvDtype) -> KvStore {
-        let layout = KvLayout {
-            n_layers: 2,
-            n_kv_heads: 2,
-            head_dim: 4,
-            block_size: 3,
-        };
-        KvStore::new(layout, dtype, 6).expect("a small pool")
-    }
-
-    fn read_keys(
-        s: &KvStore,
-        blocks: &[BlockId],
-        layer: usize,
-        head: usize,
-        len: usize,
-    ) -> Vec<f32> {
-        let mut out = Vec::new();
-        s.read_keys_into(blocks, layer, head, len, &mut out);
-        out
-    }
-
-    /// A pool whose size overflows, or that no allocator can give (a petabyte), is an
-    /// error rather than an abort.
-    #[test]
-    fn impossible_pools_are_errors() {
-        let layout = KvLayout {
-            n_layers: 2,
-            n_kv_heads: 2,
-            head_dim: 4,
-            block_size: 3,
-        };
-        assert!(matches!(
-            KvStore::new(layout, KvDtype::F16, usize::MAX / 8),
-            Err(EngineError::KvAlloc { .. })
-        ));
-        assert!(matches!(
-            KvStore::new(layout, KvDtype::F32, 1 << 45),
-            Err(EngineError::KvAlloc { .. })
-        ));
-    }
-
-    #[test]
-    fn write_read_and_compact_keep_rows_and_positions() {
-        for dtype in [KvDtype::F16, KvDtype::F32] {
-            let mut s = store(dtype);
-            let mut t = BlockTable::new();
-            s.reserve(&mut t, 7).unwrap();
-            let blocks = t.blocks().to_vec();
-            for slot in 0..7 {
-                let k = [slot as f32; 4];
-                let v = [-(slot as f32); 4];
-                s.write_slot(&blocks, 1, 1, slot, 100 + slot as u32, &k, &v);
-            }
-            let keys = read_keys(&s, &blocks, 1, 1, 7);
-            assert_eq!(keys[4 * 5], 5.0);
-            s.compact(&blocks, 1, 1, &[0, 2, 5, 6]);
-            let keys = read_keys(&s, &blocks, 1, 1, 4);
-            let firsts: Vec<f32> = keys.chunks(4).map(|r| r[0]).collect();
-            assert_eq!(firsts, vec![0.0, 2.0, 5.0, 6.0]);
-            let pos: Vec<u32> = (0..4).map(|i| s.position(&blocks, 1, 1, i)).collect();
-            assert_eq!(pos, vec![100, 102, 105, 106]);
-            s.truncate(&mut t, 4).unwrap();
-            assert_eq!(t.blocks().len(), 2);
-            assert_eq!(s.pool().n_free(), 4);
-            // Other (layer, head) runs are untouched.
-            assert_eq!(read_keys(&s, &blocks, 0, 1, 1)[0], 0.0);
-        }
-    }
-
-    #[test]
-    fn compact_keeps_every_kept_row_across_blocks_and_leaves_other_heads() {
-        // 17 slots in blocks of 3; keep patterns whose kept runs start, end and cross
-        // block boundaries on either side.
-        let mut patterns: Vec<Vec<usize>> = vec![
-            (0..17).collect(),
-            (1..17).collect(),
-            (0..17).filter(|i| i % 3 != 1).collect(),
-            vec![2, 3, 4, 5, 6, 7, 8, 16],
-            vec![0, 1, 5, 6, 7, 8, 9, 10, 11, 12, 15],
-            vec![16],
-            vec![],
-        ];
-        let mut x = 12345u64;
-        for _ in 0..20 {
-            patterns.push(
-                (0..17)
-                    .filter(|_| {
-                        x = x
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        !(x >> 33).is_multiple_of(5)
-                    })
-                    .collect(),
-            );
-        }
-        for dtype in [KvDtype::F16, KvDtype::F32] {
-            for keep in &patterns {
-                let mut s = store(dtype);
-                let mut t = BlockTable::new();
-                s.reserve(&mut t, 17).unwrap();
-                let blocks = t.blocks().to_vec();
-                for layer in 0..2 {
-                    for head in 0..2 {
-                        for slot in 0..17 {
-                            let tag = (100 * layer + 10 * head + slot) as f32;
-                            let k = [tag, tag + 0.5, tag + 0.25, tag + 0.125];
-                            let v = k.map(|e| -e);
-                            s.write_slot(&blocks, layer, head, slot, 1000 + slot as u32, &k, &v);
-                        }
-                    }
-                }
-                s.compact(&blocks, 1, 0, keep);
-                for layer in 0..2 {
-                    for head in 0..2 {
-                        let moved = (layer, head) == (1, 0);
-                        let rows: Vec<usize> = if moved {
-                            keep.clone()
-                        } else {
-                            (0..17).collect()
-                        };
-                        let keys = read_keys(&s, &blocks, layer, head, rows.len());
-                        for (i, &src) in rows.iter().enumerate() {
-                            let tag = (100 * layer + 10 * head + src) as f32;
-                            assert_eq!(
-                                keys[4 * i..4 * i + 4],
-                                [tag, tag + 0.5, tag + 0.25, tag + 0.125]
-                            );
-                            assert_eq!(s.position(&blocks, layer, head, i), 1000 + src as u32);
-                            let at = s.layout.elem_offset(blocks[i / 3], layer, head, i % 3);
-                            let mut v = [0.0f32; 4];
-                            s.values.read(at, &mut v);
-                            assert_eq!(v, [-tag, -tag - 0.5, -tag - 0.25, -tag - 0.125]);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn bytes_per_block_counts_keys_and_values() {
-        assert_eq!(store(KvDtype::F16).bytes_per_block(), 2 * 2 * 2 * 3 * 4 * 2);
-        assert_eq!(store(KvDtype::F32).bytes_per_block(), 2 * 2 * 2 * 3 * 4 * 4);
-    }
-}
+mod tests;

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use rkv_core::block_pool::BlockId;
 use rkv_core::policy::importance::max_into;
 use rkv_core::policy::{AppendedRows, HeadState};
+use rkv_kernels::BlockQ8_0;
 use rkv_model::{Attention, AttentionShape};
 
 use crate::attention_chunk::{chunk_len, partial, Chunk, Runs, Scratch, TaskLayout};
@@ -197,15 +198,17 @@ impl Attention for PagedAttention<'_> {
                 let row = seg.token_start + t;
                 for h in 0..n_kv_heads {
                     let at = (row * n_kv_heads + h) * d;
-                    self.store.write_slot(
-                        &seg.blocks,
-                        layer,
-                        h,
-                        seg.len_before + t,
-                        seg.first_position + t as u32,
-                        &k[at..at + d],
-                        &v[at..at + d],
-                    );
+                    self.store
+                        .write_slot(
+                            &seg.blocks,
+                            layer,
+                            h,
+                            seg.len_before + t,
+                            seg.first_position + t as u32,
+                            &k[at..at + d],
+                            &v[at..at + d],
+                        )
+                        .map_err(|e| e.to_string())?;
                 }
             }
         }
@@ -357,6 +360,9 @@ impl Attention for PagedAttention<'_> {
                     ),
                     (KvBuf::F32(kb), KvBuf::F32(vb)) => {
                         partial::<f32, _>(kb, vb, &chunk, scratch, out)
+                    }
+                    (KvBuf::Q8_0(kb), KvBuf::Q8_0(vb)) => {
+                        partial::<BlockQ8_0, _>(kb, vb, &chunk, scratch, out)
                     }
                     _ => unreachable!("keys and values share one dtype"),
                 }

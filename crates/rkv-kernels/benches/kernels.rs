@@ -1,6 +1,6 @@
 //! Kernel throughput: quantised matvec/matmul (weights streamed in GB/s) for
 //! SmolLM2-135M shapes and the K-quants on the 1.5B shape's output head, and the f16
-//! dense f16/bf16 products, and the f16 attention dot over a 4096-row cache.
+//! dense f16/bf16 products, and the f16 and q8_0 attention kernels over a 4096-row cache.
 //! Set `RKV_BENCH_THREADS` (default 1) for the rayon pool size.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -250,6 +250,28 @@ fn bench_attn(c: &mut Criterion) {
     let mut o3 = vec![0.0f32; 3 * d];
     g.bench_function("gqa_weighted_sum_f16_g3_d64_x4096", |b| {
         b.iter(|| gqa_weighted_sum_f16(&k, d, d, &s3, &mut o3))
+    });
+    // The same cache as q8_0 rows (34 bytes per 32 values), in the engine's runs of 32
+    // slots, against the f16 kernels over the same runs.
+    let kf: Vec<f32> = k.iter().map(|x| x.to_f32()).collect();
+    let mut kq = vec![BlockQ8_0::default(); kf.len() / QK];
+    quantize_row_q8_0(&kf, &mut kq).expect("whole blocks");
+    let (run, rq) = (32, 32 * d / QK);
+    g.bench_function("gqa_runs_f16_g3_d64_x4096", |b| {
+        b.iter(|| {
+            for (kr, sr) in k.chunks_exact(run * d).zip(s3.chunks_exact_mut(3 * run)) {
+                gqa_scores_f16(kr, d, d, &q, sr);
+                gqa_weighted_sum_f16(kr, d, d, sr, &mut o3);
+            }
+        })
+    });
+    g.bench_function("gqa_runs_q8_0_g3_d64_x4096", |b| {
+        b.iter(|| {
+            for (kr, sr) in kq.chunks_exact(rq).zip(s3.chunks_exact_mut(3 * run)) {
+                gqa_scores_q8_0(kr, d, &q, sr);
+                gqa_weighted_sum_q8_0(kr, d, sr, &mut o3);
+            }
+        })
     });
     // The 1.5B shape's group (6 query heads of 128) over a budget's 1152 slots, in the
     // engine's runs of 32 (one block each).

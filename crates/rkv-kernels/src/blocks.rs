@@ -47,6 +47,10 @@ pub struct BlockQ8_1 {
     pub qs: [i8; QK],
 }
 
+// SAFETY: an f16 and 32 i8, no padding (34 bytes, asserted below); all-zero bytes are
+// the value 0 (scale 0). Lets a KV pool of q8_0 rows come from zeroed pages.
+unsafe impl bytemuck::Zeroable for BlockQ8_0 {}
+
 const _: () = assert!(std::mem::size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(std::mem::size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);

@@ -77,7 +77,7 @@ pub(crate) unsafe fn scores(
 /// The 8 lane sums of `a`, in order: lane `r` is the sum of `a[r]`'s lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn reduce8(a: [__m256; 8]) -> __m256 {
+pub(crate) fn reduce8(a: [__m256; 8]) -> __m256 {
     // Per 128-bit half: [a0 pair sums, a1 pair sums], ...
     let t0 = _mm256_hadd_ps(a[0], a[1]);
     let t1 = _mm256_hadd_ps(a[2], a[3]);

@@ -40,6 +40,11 @@ pub mod gqa;
 mod gqa_avx2;
 #[cfg(target_arch = "x86_64")]
 mod gqa_avx512;
+pub mod gqa_q8;
+#[cfg(target_arch = "x86_64")]
+mod gqa_q8_avx2;
+#[cfg(target_arch = "x86_64")]
+mod gqa_q8_avx512;
 pub mod interleaved;
 pub mod matmul;
 pub mod packed_q4_1;
@@ -82,6 +87,7 @@ pub use dot_k::{vec_dot_q4_k_q8_k_ref, vec_dot_q5_k_q8_k_ref, vec_dot_q6_k_q8_k_
 pub use error::KernelError;
 pub use gemm::{matmul_packed, matmul_packed_tiles};
 pub use gqa::{gqa_scores_f16, gqa_weighted_sum_f16};
+pub use gqa_q8::{gqa_scores_q8_0, gqa_weighted_sum_q8_0};
 pub use half::{bf16, f16};
 pub use interleaved::{matmul_packed_ref, Interleaved, Packed};
 pub use matmul::{matmul_q4_0, matmul_q4_1, matmul_q8_0};

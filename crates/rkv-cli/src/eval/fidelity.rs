@@ -4,6 +4,11 @@
 //! the output appended, and teacher-forced through the engine under FullKV and under every
 //! policy x budget, on the same code path users run. Per generated position: KL(FullKV ||
 //! policy), top-1 agreement with FullKV, and the NLL of the true next token.
+//!
+//! With `--reference-kv-dtype`, storage is compared instead: each policy x budget (and
+//! FullKV) with its KV at `--kv-dtype` against the same policy x budget at the reference
+//! dtype (what 8-bit KV costs, `--kv-dtype q8_0 --reference-kv-dtype f16`), one model
+//! loaded, the engine's pool rebuilt for each dtype.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -27,7 +32,8 @@ pub struct FidelityArgs {
     /// JSONL traces: `problem` or `prompt`, and `output` (a model's real output)
     #[arg(long)]
     pub traces: PathBuf,
-    /// Policies compared with FullKV (`all`: every registered policy)
+    /// Policies compared with FullKV (`all`: every registered policy); with
+    /// --reference-kv-dtype, `full` too
     #[arg(
         long,
         value_delimiter = ',',
@@ -44,6 +50,14 @@ pub struct FidelityArgs {
     pub max_tokens: Option<usize>,
     #[command(flatten)]
     pub tuning: PolicyTuning,
+    /// KV storage of the runs measured
+    #[arg(long, default_value = "f16", value_parser = ["f16", "f32", "q8_0"])]
+    pub kv_dtype: String,
+    /// Compare KV storage instead of policies: each policy x budget at --kv-dtype against
+    /// the same policy x budget with its KV stored as this (`--kv-dtype q8_0
+    /// --reference-kv-dtype f16`: what 8-bit KV costs)
+    #[arg(long, value_parser = ["f16", "f32", "q8_0"])]
+    pub reference_kv_dtype: Option<String>,
     /// Render the traces without the chat template
     #[arg(long)]
     pub no_chat: bool,
@@ -60,6 +74,10 @@ pub struct Row {
     pub trace: usize,
     pub policy: String,
     pub budget: usize,
+    /// The KV storage of this run, and the run it is compared with: `full` (FullKV at
+    /// the same dtype) or the same policy and budget at another dtype.
+    pub kv_dtype: String,
+    pub reference: String,
     pub tokens: usize,
     pub kl_mean: f64,
     pub top1_agreement: f64,
@@ -179,13 +197,27 @@ pub fn run(a: FidelityArgs) -> Result<()> {
     } else {
         a.policies.iter().map(String::as_str).collect()
     };
+    let dtype = KvDtype::parse(&a.kv_dtype).map_err(|e| usage!("--kv-dtype: {e}"))?;
+    let ref_dtype = match &a.reference_kv_dtype {
+        Some(r) => Some(KvDtype::parse(r).map_err(|e| usage!("--reference-kv-dtype: {e}"))?),
+        None => None,
+    };
     let mut policies = Vec::new();
     for p in names {
         let policy: PolicyKind = p.parse().map_err(|e| usage!("--policies: {e}"))?;
         policies.push(policy);
         if !policy.compresses() {
+            if ref_dtype.is_some() {
+                // FullKV against FullKV at the reference dtype: one row, budget 0.
+                configs.push(CompressionConfig {
+                    budget: 0,
+                    ..CompressionConfig::full()
+                });
+                continue;
+            }
             return Err(usage!(
-                "--policies: `{p}` is the baseline every policy is compared with"
+                "--policies: `{p}` is the baseline every policy is compared with \
+                 (with --reference-kv-dtype it may be measured too)"
             ));
         }
         for &budget in &a.budgets {
@@ -200,30 +232,62 @@ pub fn run(a: FidelityArgs) -> Result<()> {
     let traces = read_traces(&a.traces, a.limit)?;
     let model = a.model.load()?;
     let ctx = model.transformer.config().max_context;
-    let cfg = engine_config(KvDtype::F16, CompressionConfig::full(), ctx);
+    let cfg = engine_config(dtype, CompressionConfig::full(), ctx);
     let mut engine = Engine::new(model, cfg)?;
     let vocab = engine.model().config().vocab_size;
 
     let inputs = trace_tokens(&engine, &traces, a.max_tokens, a.no_chat)?;
-    let bar = ProgressBar::new((inputs.len() * (configs.len() + 1)) as u64).with_style(
+    let runs = match ref_dtype {
+        Some(_) => 2 * configs.len(),
+        None => configs.len() + 1,
+    };
+    let bar = ProgressBar::new((inputs.len() * runs) as u64).with_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg} [{elapsed_precise} < {eta}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut rows = Vec::new();
-    for (ti, (toks, prompt_len)) in inputs.iter().enumerate() {
-        // FullKV: keep log-probabilities of every generated position.
-        bar.set_message(format!("trace {ti} full"));
+    // The reference's log-probabilities of every generated position, `[n_pos, vocab]`,
+    // and its summed NLL of the true tokens.
+    let reference = |engine: &mut Engine, toks: &[u32], prompt_len: usize, c| -> Result<_> {
         let n_pos = toks.len() - prompt_len; // positions prompt_len-1 .. len-2
-        let mut full_lp = Vec::with_capacity(n_pos * vocab); // [n_pos, vocab]
-        let mut full_nll = 0f64;
-        engine.teacher_force(toks, *prompt_len, CompressionConfig::full(), 256, |p, l| {
+        let mut lps = Vec::with_capacity(n_pos * vocab);
+        let mut nll = 0f64;
+        engine.teacher_force(toks, prompt_len, c, 256, |p, l| {
             let lp = log_softmax(l);
-            full_nll -= lp[toks[p + 1] as usize] as f64;
-            full_lp.extend(lp);
+            nll -= lp[toks[p + 1] as usize] as f64;
+            lps.extend(lp);
         })?;
-        bar.inc(1);
+        Ok((lps, nll))
+    };
+    for (ti, (toks, prompt_len)) in inputs.iter().enumerate() {
+        let n_pos = toks.len() - prompt_len;
+        // Comparing policies: FullKV once per trace, at the same dtype.
+        let full = match ref_dtype {
+            Some(_) => None,
+            None => {
+                bar.set_message(format!("trace {ti} full"));
+                let r = reference(&mut engine, toks, *prompt_len, CompressionConfig::full())?;
+                bar.inc(1);
+                Some(r)
+            }
+        };
         for c in &configs {
-            bar.set_message(format!("trace {ti} {} {}", c.policy, c.budget));
+            // Comparing dtypes: the same policy and budget at the reference dtype.
+            let own = match ref_dtype {
+                Some(rd) => {
+                    bar.set_message(format!("trace {ti} {} {} {rd}", c.policy, c.budget));
+                    engine.set_kv_dtype(rd)?;
+                    let r = reference(&mut engine, toks, *prompt_len, *c);
+                    engine.set_kv_dtype(dtype)?;
+                    bar.inc(1);
+                    Some(r?)
+                }
+                None => None,
+            };
+            let Some((full_lp, full_nll)) = own.as_ref().or(full.as_ref()) else {
+                bail!("no reference run");
+            };
+            bar.set_message(format!("trace {ti} {} {} {dtype}", c.policy, c.budget));
             let (mut kl, mut agree, mut nll) = (0f64, 0usize, 0f64);
             let st = engine.teacher_force(toks, *prompt_len, *c, 256, |p, l| {
                 let i = p + 1 - prompt_len;
@@ -238,11 +302,13 @@ pub fn run(a: FidelityArgs) -> Result<()> {
                 trace: ti,
                 policy: c.policy.to_string(),
                 budget: c.budget,
+                kv_dtype: dtype.to_string(),
+                reference: reference_name(c, ref_dtype, dtype),
                 tokens: n_pos,
                 kl_mean: (kl / n).max(0.0),
                 top1_agreement: agree as f64 / n,
                 nll_mean: nll / n,
-                nll_delta: (nll - full_nll) / n,
+                nll_delta: (nll - *full_nll) / n,
                 kv_slots_peak: st.kv_slots_peak,
             };
             if a.json {
@@ -257,6 +323,13 @@ pub fn run(a: FidelityArgs) -> Result<()> {
     if a.json {
         outln!("{}", serde_json::json!({ "summary": summary }))?;
     } else {
+        match ref_dtype {
+            Some(rd) => outln!(
+                "KV {dtype} against the same policy and budget with KV {rd} (kl_mean: \
+                 KL({rd} || {dtype}); top1: agreement with {rd}; nll_delta: {dtype} - {rd})"
+            )?,
+            None => outln!("KV {dtype}; every policy against FullKV at {dtype}")?,
+        }
         outln!(
             "{:<13} {:>6} {:>8} {:>10} {:>8} {:>9} {:>10} {:>8}",
             "policy",
@@ -289,6 +362,15 @@ pub fn run(a: FidelityArgs) -> Result<()> {
     Ok(())
 }
 
+/// What a row of `c` is compared with: FullKV at `dtype`, or `c` at the reference dtype.
+fn reference_name(c: &CompressionConfig, ref_dtype: Option<KvDtype>, dtype: KvDtype) -> String {
+    match ref_dtype {
+        Some(rd) if c.policy.compresses() => format!("{} {} {rd}", c.policy, c.budget),
+        Some(rd) => format!("full {rd}"),
+        None => format!("full {dtype}"),
+    }
+}
+
 /// Token-weighted means over traces, one row per (policy, budget) in config order.
 pub fn summarise(rows: &[Row], configs: &[CompressionConfig]) -> Vec<Row> {
     configs
@@ -302,10 +384,13 @@ pub fn summarise(rows: &[Row], configs: &[CompressionConfig]) -> Vec<Row> {
             let w = |f: fn(&Row) -> f64| {
                 rs.iter().map(|r| f(r) * r.tokens as f64).sum::<f64>() / (n.max(1) as f64)
             };
+            let first = |f: fn(&Row) -> &String| rs.first().map(|r| f(r).clone());
             Row {
                 trace: rs.len(),
                 policy: c.policy.to_string(),
                 budget: c.budget,
+                kv_dtype: first(|r| &r.kv_dtype).unwrap_or_default(),
+                reference: first(|r| &r.reference).unwrap_or_default(),
                 tokens: n,
                 kl_mean: w(|r| r.kl_mean),
                 top1_agreement: w(|r| r.top1_agreement),
