@@ -29,3 +29,15 @@ for s in json.load(open(sys.argv[1]))["summary"]:
     print(f'{s["policy"]:<13} {b:>5} {s["prompt_mode"]:>9} {s["length"]:>6} '
           f'acc={s["accuracy"]:.2f} ({s["runs"]} runs) peak={s["kv_slots_peak"]}')
 PY
+# What scripts/render_benchmarks.py prints above the table.
+python3 - "bench/results/passkey.$tag.meta.json" "$MODEL" "$LENGTHS" "$DEPTHS" "$POLICIES" "$BUDGETS" "$MODES" "$TRIALS" <<'PY'
+import json, subprocess, sys, datetime
+path, model, lengths, depths, policies, budgets, modes, trials = sys.argv[1:]
+cpu = [l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+       if l.startswith("Model name")]
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+json.dump({"model": model, "command": f"rkv eval passkey --model {model} --lengths {lengths} --depths {depths} "
+           f"--policies {policies} --budgets {budgets} --prompt-modes {modes} --trials {trials}",
+           "machine": (cpu[0] if cpu else "unknown") + ", 2 threads", "commit": commit,
+           "date": datetime.date.today().isoformat()}, open(path, "w"))
+PY

@@ -300,6 +300,7 @@ def main():
 
     out += kv_dtype_section()
     out += serve_section()
+    out += passkey_section()
     out += llamacpp_section()
     out += portable_section()
 
@@ -384,6 +385,67 @@ def kv_dtype_section():
                 f"{q['peak_running'] / max(f['peak_running'], 1):.2f}x the peak and "
                 f"{q['mean_running'] / max(f['mean_running'], 1e-9):.2f}x the mean sequences running, "
                 f"{q['tokens_per_s'] / max(f['tokens_per_s'], 1e-9):.2f}x the generated tokens/s.", ""]
+    return out
+
+
+def passkey_section():
+    """Prompt compression, passkey retrieval: bench/results/passkey.*.summary.json with their
+    .meta.json (scripts/passkey_sweep.sh); one table per model and lengths."""
+    import glob
+    files = sorted(glob.glob(os.path.join(RES, "passkey.*.summary.json")))
+    if not files:
+        return []
+    out = ["## Prompt compression: passkey retrieval", "",
+           "A five-digit key hidden at 10%, 50% and 90% depth of filler text, asked for at the end "
+           "([docs/prompt-compression.md](docs/prompt-compression.md)); greedy answers, correct when the "
+           "first number answered is the key. Each cell: keys found / prompts, under the policy at that "
+           "budget with the prompt kept whole (`keep`: compressed once after it, scored by its last "
+           "queries) or compressed every 512 tokens (`compress`: at most budget + buffer + 512 slots), "
+           "and in brackets the most slots any of those runs held per layer and head.", ""]
+    for path in files:
+        meta_path = path.replace(".summary.json", ".meta.json")
+        meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+        summary = json.load(open(path))["summary"]
+        budgets = sorted({s["budget"] for s in summary if s["budget"] is not None})
+        lengths = sorted({s["length"] for s in summary})
+        out += [f"Model {meta.get('model', '?')}, prompts of {', '.join(map(str, lengths))} tokens: "
+                f"`{meta.get('command', '?')}`; {meta.get('machine', '?')}, commit `{meta.get('commit', '?')}`, "
+                f"{meta.get('date', '?')}.", "",
+                "| policy | prompt | " + " | ".join(f"budget {b}" for b in budgets) + " |",
+                "|---|---|" + "---|" * len(budgets)]
+        rows = {}
+        for s in summary:
+            key = (s["policy"], s["prompt_mode"])
+            r = rows.setdefault(key, {"cells": {}})
+            c = r["cells"].setdefault(s["budget"], [0.0, 0, 0])
+            c[0] += s["accuracy"] * s["runs"]
+            c[1] += s["runs"]
+            c[2] = max(c[2], s["kv_slots_peak"])
+        for (policy, mode), r in rows.items():
+            if policy == "full":
+                hit, n, peak = r["cells"][None]
+                cells = [f"{round(hit)}/{n} ({peak})"] * len(budgets)
+                mode = "-"
+            else:
+                cells = []
+                for b in budgets:
+                    hit, n, peak = r["cells"].get(b, (0, 0, 0))
+                    cells.append(f"{round(hit)}/{n} ({peak})" if n else "-")
+            out.append(f"| {policy_name(policy)} | {mode} | " + " | ".join(cells) + " |")
+        svg = os.path.basename(path).replace(".summary.json", ".svg")
+        if os.path.exists(os.path.join(ROOT, "docs", "img", svg)):
+            out += ["", f"![passkey accuracy against budget](docs/img/{svg})"]
+        out.append("")
+    for path in sorted(glob.glob(os.path.join(RES, "prompt_compress.*.jsonl"))):
+        meta, rows = read_results(os.path.basename(path))
+        for r in rows:
+            st = r["stats"]
+            found = "found" if r["text"].strip().startswith(str(meta["key"])) else "not found"
+            out += [f"One long prompt, {os.path.basename(path)[len('prompt_compress.'):-len('.jsonl')]}: "
+                    f"`{meta['command']}`: {st['prompt_tokens']} prompt tokens held in at most "
+                    f"{st['kv_slots_peak']} slots per layer and head ({st['compressions']} compressions, "
+                    f"{st['kv_bytes_peak'] / 2**20:.0f} MiB of KV at peak), the key {found} "
+                    f"(answer {r['text'].strip()!r}); {meta['machine']}, commit `{meta['commit']}`, {meta['date']}.", ""]
     return out
 
 

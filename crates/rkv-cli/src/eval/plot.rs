@@ -65,21 +65,9 @@ pub fn fidelity_svg(path: &Path, summary: &[Row]) -> Result<()> {
                 .filter(|r| r.policy == *p)
                 .map(|r| (r.budget as f64, f(r)))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|x| e(&x))?
-                .label(*p)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-            chart
-                .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
-                .map_err(|x| e(&x))?;
+            policy_line(&mut chart, p, color, pts)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|x| e(&x))?;
+        legend(&mut chart)?;
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())
@@ -162,22 +150,47 @@ pub fn passkey_svg(path: &Path, summary: &[Summary]) -> Result<()> {
                     .map(|acc| (b as f64, acc))
                 })
                 .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|x| e(&x))?
-                .label(*p)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-            chart
-                .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
-                .map_err(|x| e(&x))?;
+            policy_line(&mut chart, p, color, pts)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|x| e(&x))?;
+        legend(&mut chart)?;
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())
+}
+
+/// One policy's line with a dot at each point, labelled for the legend.
+fn policy_line<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    label: &str,
+    color: RGBColor,
+    pts: Vec<(f64, f64)>,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let e = |e: &dyn std::fmt::Display| anyhow!("plot: {e}");
+    chart
+        .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+        .map_err(|x| e(&x))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+    chart
+        .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
+        .map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// The legend box of a chart's labelled series.
+fn legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| anyhow!("plot: {x}"))
 }
