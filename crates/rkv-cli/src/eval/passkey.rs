@@ -251,8 +251,10 @@ pub fn run(a: PasskeyArgs) -> Result<()> {
                         kv_slots_peak: g.stats.kv_slots_peak,
                         seconds: t0.elapsed().as_secs_f64(),
                     };
+                    // A record per run as it ends: a long sweep can be followed.
                     if let Some(w) = out.as_mut() {
                         writeln!(w, "{}", serde_json::to_string(&rec)?)?;
+                        w.flush()?;
                     }
                     records.push(rec);
                     bar.inc(1);
