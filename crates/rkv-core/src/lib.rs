@@ -1,13 +1,12 @@
 //! rkv-core: the pure heart of rkv.
 //!
-//! Owns the KV policies (score + select), the compression configuration and schedule,
-//! the block pool with per-slot positions, and the softmax's vectorised `exp` (which the
-//! engine's attention shares). Plain slices in, indices out. Its SIMD paths are chosen at
+//! Owns the KV policies (score + select), the compression configuration and its schedule
+//! (prompt chunks included), and the softmax's vectorised `exp` (which the engine's
+//! attention shares). Plain slices in, indices out. Its SIMD paths are chosen at
 //! run time (`simd`), so one build for the portable x86-64 target takes them on the CPUs
 //! that have them.
 //! Must not know: tensors, models, tokio, files, environment variables.
 
-pub mod block_pool;
 pub mod config;
 pub mod exp;
 pub mod policy;

@@ -8,8 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::engine::prompt_chunk;
-use crate::kv_manager::KvCacheManager;
-use crate::kv_store::KvStore;
+use crate::kv::KvCache;
 use crate::limits::RequestLimits;
 use crate::request::SeqId;
 use crate::scheduler::KvMemory;
@@ -17,8 +16,7 @@ use crate::sequence::Sequence;
 
 /// The engine's memory as the scheduler sees it during one `schedule` call.
 pub struct EngineMemory<'a> {
-    pub store: &'a mut KvStore,
-    pub kv: &'a mut KvCacheManager,
+    pub kv: &'a mut KvCache,
     pub seqs: &'a mut BTreeMap<SeqId, Sequence>,
     pub limits: RequestLimits,
     /// Prompt tokens of sequences admitted for the first time.
@@ -34,17 +32,17 @@ impl EngineMemory<'_> {
     /// growing FullKV sequence, no reservation).
     fn reservation(&self, s: &Sequence) -> Option<usize> {
         let comp = s.compression.config();
-        self.limits
+        let blocks = self.limits.blocks();
+        blocks
             .reserves(comp)
-            .then(|| self.limits.request_blocks(&s.req, comp, s.width()))
+            .then(|| blocks.request_blocks(&s.req, comp, s.width()))
     }
 }
 
 impl KvMemory for EngineMemory<'_> {
     fn available(&self) -> usize {
         let seqs = &*self.seqs;
-        self.kv
-            .available(self.store.pool(), |id| seqs.get(&id).map(|s| &s.table))
+        self.kv.available(|id| seqs.get(&id).map(|s| &s.table))
     }
 
     fn admit_need(&self, id: SeqId) -> usize {
@@ -71,13 +69,8 @@ impl KvMemory for EngineMemory<'_> {
         if let Some(s) = self.seqs.get_mut(&id) {
             s.started = true;
         }
-        match reserve {
-            Some(r) => {
-                self.kv.reserve(id, r);
-                true
-            }
-            None => false,
-        }
+        self.kv.admit(id, reserve);
+        reserve.is_some()
     }
 
     fn feed_len(&self, id: SeqId, room: usize) -> usize {
@@ -104,18 +97,12 @@ impl KvMemory for EngineMemory<'_> {
 
     fn grow_need(&self, id: SeqId, n: usize) -> usize {
         let Some(s) = self.seq(id) else { return 0 };
-        if self.kv.reserved(id).is_some() {
-            return 0;
-        }
-        s.table.blocks_needed(self.store.pool(), n)
-            + self.store.copies_needed(&s.table, s.table.len())
+        self.kv.grow_need(id, &s.table, n)
     }
 
     fn preempt(&mut self, id: SeqId) {
-        self.kv.release(id);
         if let Some(s) = self.seqs.get_mut(&id) {
-            // Releasing blocks the table holds cannot fail.
-            let _ = self.store.release(&mut s.table);
+            self.kv.preempt(id, &mut s.table);
             s.fed = 0;
             s.compression.reset();
         }

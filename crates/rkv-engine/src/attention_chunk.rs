@@ -13,8 +13,8 @@
 //! arena locks, and put the workers to sleep on them, about once per layer and token).
 //! Must not know: which policy uses the observations, models' weights, HTTP.
 
+use crate::kv::BlockId;
 use half::f16;
-use rkv_core::block_pool::BlockId;
 use rkv_core::exp::{exp_slice, max_lanes};
 use rkv_core::policy::appended_dots;
 use rkv_kernels::{BlockQ8_0, QK};

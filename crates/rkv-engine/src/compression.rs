@@ -10,14 +10,14 @@
 
 use std::time::Instant;
 
+use crate::kv::BlockTable;
 use rayon::prelude::*;
-use rkv_core::block_pool::BlockTable;
 use rkv_core::config::CompressionConfig;
 use rkv_core::policy::{select_keep, select_keep_explained, HeadObservation, HeadState, KeyRows};
 use rkv_model::AttentionShape;
 
 use crate::error::{EngineError, Result};
-use crate::kv_store::KvStore;
+use crate::kv::KvStore;
 use crate::paged_attention::{CaptureSpec, Segment, WindowLogits};
 use crate::recorder::{head_event, CompressionRecord, EventRecord, HeadEvent};
 
@@ -168,10 +168,9 @@ impl SeqCompression {
         final_append: bool,
     ) -> Result<Segment> {
         let len_before = table.len();
-        // A block shared with another sample is copied before this step writes into it.
-        store.make_writable(table, len_before)?;
         let capture = self.capture_for_step(len_before, n, final_append)?;
-        if let Err(e) = store.reserve(table, n) {
+        // A block shared with another sample is copied before this step writes into it.
+        if let Err(e) = store.allocate(table, n) {
             // All or nothing: the window buffer goes back for the next try.
             if let Some((_, win)) = capture {
                 self.return_window(win);
@@ -371,7 +370,7 @@ impl SeqCompression {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv_store::{KvDtype, KvLayout};
+    use crate::kv::{KvDtype, KvLayout};
     use crate::paged_attention::PagedAttention;
     use rkv_core::config::PolicyKind;
     use rkv_model::Attention;

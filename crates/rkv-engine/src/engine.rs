@@ -1,7 +1,7 @@
 //! The engine: takes requests, and advances every running sequence one step at a time
 //! (see [`crate::scheduler`] for the scheduling model and [`crate::step`] for a step).
 //!
-//! Owns: sequences, the KV store and the reservations on it, the scheduler, finished
+//! Owns: sequences, the KV memory ([`crate::kv::KvCache`]), the scheduler, finished
 //! outputs and failures, the engine-wide counters. Must not know: HTTP, CLI.
 
 use std::collections::BTreeMap;
@@ -12,9 +12,8 @@ use rkv_model::{AttentionShape, LoadedModel, Tokenizer, Transformer};
 
 use crate::compression::SeqCompression;
 use crate::error::{EngineError, Result};
-use crate::kv_manager::KvCacheManager;
-use crate::kv_store::{KvDtype, KvLayout, KvStore};
-use crate::limits::{Admission, RequestLimits};
+use crate::kv::{Admission, BlockBudget, KvCache, KvDtype, KvLayout, KvStore};
+use crate::limits::RequestLimits;
 use crate::request::{
     FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,
 };
@@ -58,17 +57,17 @@ impl EngineConfig {
     /// `shape` at `dtype`.
     /// (q8_0: 34 bytes per 32 values, scales included). Saturates rather than overflows.
     pub fn bytes_per_block(shape: AttentionShape, dtype: KvDtype, block_size: usize) -> usize {
-        let values = [shape.n_kv_heads, shape.head_dim, block_size]
-            .iter()
-            .try_fold(shape.n_layers, |acc, &x| acc.checked_mul(x));
-        values
-            .and_then(|v| dtype.bytes_of(v))
-            .and_then(|b| b.checked_mul(2))
-            .unwrap_or(usize::MAX)
+        KvLayout {
+            n_layers: shape.n_layers,
+            n_kv_heads: shape.n_kv_heads,
+            head_dim: shape.head_dim,
+            block_size,
+        }
+        .bytes_per_block(dtype)
     }
 
     /// Blocks a request of `n` samples of `req` under `comp` can hold at once with this
-    /// configuration ([`RequestLimits::request_blocks`]: for FullKV every sample's whole
+    /// configuration ([`BlockBudget::request_blocks`]: for FullKV every sample's whole
     /// length), so a pool of that many blocks runs it without preemption.
     pub fn request_blocks(
         &self,
@@ -76,15 +75,11 @@ impl EngineConfig {
         comp: &CompressionConfig,
         n: usize,
     ) -> usize {
-        let limits = RequestLimits {
-            vocab_size: 0,
-            max_context: 0,
-            n_blocks: 0,
+        BlockBudget {
             block_size: self.block_size,
-            max_num_seqs: n,
             admission: self.admission,
-        };
-        limits.request_blocks(req, comp, n)
+        }
+        .request_blocks(req, comp, n)
     }
 }
 
@@ -123,8 +118,7 @@ pub struct Engine {
     pub(crate) model: Transformer,
     pub(crate) tokenizer: Tokenizer,
     pub(crate) cfg: EngineConfig,
-    pub(crate) store: KvStore,
-    pub(crate) kv: KvCacheManager,
+    pub(crate) kv: KvCache,
     pub(crate) sched: Scheduler,
     pub(crate) seqs: BTreeMap<SeqId, Sequence>,
     pub(crate) finished: BTreeMap<SeqId, Sequence>,
@@ -148,10 +142,9 @@ impl Engine {
             block_size: cfg.block_size,
         };
         Ok(Self {
-            store: KvStore::new(layout, cfg.kv_dtype, cfg.kv_blocks)?,
+            kv: KvCache::new(layout, cfg.kv_dtype, cfg.kv_blocks)?,
             model: model.transformer,
             tokenizer: model.tokenizer,
-            kv: KvCacheManager::new(),
             sched: Scheduler::new(cfg.max_num_seqs, cfg.max_batch_tokens),
             cfg,
             seqs: BTreeMap::new(),
@@ -171,7 +164,7 @@ impl Engine {
     }
 
     pub fn store(&self) -> &KvStore {
-        &self.store
+        self.kv.store()
     }
 
     /// Rebuilds the KV pool, with as many blocks, to store rows as `dtype`: for callers
@@ -183,13 +176,12 @@ impl Engine {
         if dtype == self.cfg.kv_dtype {
             return Ok(());
         }
-        let pool = self.store.pool();
-        if !self.seqs.is_empty() || pool.n_free() != pool.n_blocks() {
+        if !self.seqs.is_empty() {
             return Err(EngineError::Config(
                 "the KV dtype changes only while no sequence holds KV blocks".into(),
             ));
         }
-        self.store = KvStore::new(*self.store.layout(), dtype, pool.n_blocks())?;
+        self.kv.set_dtype(dtype)?;
         self.cfg.kv_dtype = dtype;
         Ok(())
     }
@@ -204,7 +196,7 @@ impl Engine {
         RequestLimits {
             vocab_size: self.model.config().vocab_size,
             max_context: self.max_context(),
-            n_blocks: self.store.pool().n_blocks(),
+            n_blocks: self.kv.pool().n_blocks(),
             block_size: self.cfg.block_size,
             max_num_seqs: self.cfg.max_num_seqs,
             admission: self.cfg.admission,
@@ -214,7 +206,7 @@ impl Engine {
     /// Blocks one sequence can need at most (FullKV: its whole length; compressed: the
     /// prompt or `B + b`, whichever is larger).
     pub fn blocks_needed(&self, req: &GenerationRequest, comp: &CompressionConfig) -> usize {
-        self.limits().blocks_needed(req, comp)
+        self.limits().blocks().blocks_needed(req, comp)
     }
 
     /// Validates and queues a request. Bad input changes nothing.
@@ -289,8 +281,8 @@ impl Engine {
             running: self.sched.n_running(),
             waiting: self.sched.n_waiting(),
             preempted: self.sched.n_preempted(),
-            kv_blocks_used: self.store.pool().n_used(),
-            kv_blocks_total: self.store.pool().n_blocks(),
+            kv_blocks_used: self.kv.pool().n_used(),
+            kv_blocks_total: self.kv.pool().n_blocks(),
             preemptions_total: self.sched.preemptions(),
             ..self.totals.clone()
         }
@@ -395,10 +387,7 @@ impl Engine {
     pub(crate) fn retire(&mut self, id: SeqId) -> Option<Sequence> {
         let mut s = self.seqs.remove(&id)?;
         self.sched.remove(id);
-        self.kv.release(id);
-        // Releasing blocks this table holds cannot fail; a failure would mean the
-        // bookkeeping is broken, and the blocks are then lost rather than double-freed.
-        let _ = self.store.release(&mut s.table);
+        self.kv.free(id, &mut s.table);
         Some(s)
     }
 

@@ -15,7 +15,7 @@ pub enum EngineError {
         context: usize,
     },
     #[error("KV memory exhausted: {0}")]
-    OutOfMemory(#[from] rkv_core::block_pool::PoolError),
+    OutOfMemory(#[from] crate::kv::PoolError),
     #[error("cannot allocate a KV pool of {blocks} blocks of {} each", block_bytes.map_or_else(|| "too many bytes".to_string(), |b| format!("{b} bytes")))]
     KvAlloc {
         blocks: usize,

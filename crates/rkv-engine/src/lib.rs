@@ -15,8 +15,7 @@ pub mod compression;
 pub mod engine;
 pub mod error;
 pub mod handle;
-pub mod kv_manager;
-pub mod kv_store;
+pub mod kv;
 pub mod limits;
 pub mod paged_attention;
 pub mod recorder;
@@ -33,8 +32,8 @@ pub use handle::{
     EngineHandle, EngineMetrics, EventSink, HandleConfig, RequestEvent, RequestId, Submission,
     SubmitError,
 };
-pub use kv_store::KvDtype;
-pub use limits::{Admission, RequestLimits};
+pub use kv::{Admission, KvDtype};
+pub use limits::RequestLimits;
 pub use recorder::CompressionRecord;
 pub use request::{
     fits_context, FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,

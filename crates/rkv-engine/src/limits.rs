@@ -2,13 +2,15 @@
 //! queued, shared by [`crate::Engine::add_request`] and the engine handle (which refuses
 //! bad input on the caller's thread, before anything reaches the engine).
 //!
-//! Owns the validation of requests and how many blocks a sequence can ever need.
+//! Owns the validation of requests; how many blocks a request can ever hold is
+//! [`crate::kv::BlockBudget`]'s arithmetic.
 //! Must not know: HTTP, CLI.
 
 use rkv_core::config::CompressionConfig;
 
 use crate::compression::SeqCompression;
 use crate::error::{EngineError, Result};
+use crate::kv::{Admission, BlockBudget};
 use crate::request::{fits_context, GenerationRequest};
 
 /// The fixed limits of one engine.
@@ -26,84 +28,13 @@ pub struct RequestLimits {
     pub admission: Admission,
 }
 
-/// How a FullKV sequence takes memory (a compressing one always reserves what it can
-/// ever hold, which is bounded).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Admission {
-    /// Admitted with its prompt's blocks, it grows a block at a time; when the pool runs
-    /// dry the newest sequence is preempted and later recomputed (vLLM's rule). More
-    /// sequences start at once; long ones may be recomputed many times.
-    #[default]
-    Grow,
-    /// Admitted only when `prompt + max_tokens` slots are free, and those are reserved:
-    /// never preempted, fewer at once (TGI's rule, and how the R-KV paper counts batch
-    /// size).
-    Reserve,
-}
-
-impl std::str::FromStr for Admission {
-    type Err = EngineError;
-
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "grow" => Ok(Self::Grow),
-            "reserve" => Ok(Self::Reserve),
-            other => Err(EngineError::BadRequest(format!(
-                "unknown admission `{other}` (expected `grow` or `reserve`)"
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Display for Admission {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Grow => "grow",
-            Self::Reserve => "reserve",
-        })
-    }
-}
-
 impl RequestLimits {
-    /// Blocks one sample of `req` can ever hold: FullKV its whole length; a compressing
-    /// policy the prompt or `B + b`, whichever is larger, when it keeps the prompt, at
-    /// most `B + b + chunk` when it compresses it (never more than the whole length).
-    pub fn blocks_needed(&self, req: &GenerationRequest, comp: &CompressionConfig) -> usize {
-        let full = req.prompt.len().saturating_add(req.max_tokens);
-        let slots = comp
-            .peak_slots(req.prompt.len())
-            .map_or(full, |m| full.min(m));
-        slots.div_ceil(self.block_size.max(1))
-    }
-
-    /// Blocks one sample of `req` can hold once the samples of its request have forked:
-    /// the prompt is in, and when it reached `B + b` it was compressed to `B` before the
-    /// fork, so a compressing sample holds at most `B + b` slots from then on (never more
-    /// than its whole length); FullKV its whole length.
-    pub fn sample_blocks(&self, req: &GenerationRequest, comp: &CompressionConfig) -> usize {
-        let full = req.prompt.len().saturating_add(req.max_tokens);
-        let slots = comp.max_resident_slots().map_or(full, |m| full.min(m));
-        slots.div_ceil(self.block_size.max(1))
-    }
-
-    /// Blocks a reserving request of `n` samples reserves on admission: the first sample's
-    /// prompt appended whole (before its first compression), or every sample's share
-    /// after the fork ([`Self::sample_blocks`]), whichever is more (for FullKV, every
-    /// sample's whole length). A prompt longer than `B + b` is held once, not once per
-    /// sample.
-    pub fn request_blocks(
-        &self,
-        req: &GenerationRequest,
-        comp: &CompressionConfig,
-        n: usize,
-    ) -> usize {
-        let per_sample = self.sample_blocks(req, comp).saturating_mul(n);
-        self.blocks_needed(req, comp).max(per_sample)
-    }
-
-    /// Whether a sequence under `comp` reserves its blocks on admission (`true`) or grows.
-    pub fn reserves(&self, comp: &CompressionConfig) -> bool {
-        comp.max_resident_slots().is_some() || self.admission == Admission::Reserve
+    /// The block arithmetic of this engine's admission.
+    pub fn blocks(&self) -> BlockBudget {
+        BlockBudget {
+            block_size: self.block_size,
+            admission: self.admission,
+        }
     }
 
     /// Checks a request of `n` samples with compression `comp`; the error says what is
@@ -142,10 +73,11 @@ impl RequestLimits {
         SeqCompression::validate(comp)?;
         // A reserving request reserves for all its samples at once; growing FullKV samples
         // grow one by one, and each must fit alone.
-        let need = if self.reserves(comp) {
-            self.request_blocks(req, comp, n)
+        let blocks = self.blocks();
+        let need = if blocks.reserves(comp) {
+            blocks.request_blocks(req, comp, n)
         } else {
-            self.blocks_needed(req, comp)
+            blocks.blocks_needed(req, comp)
         };
         if need > self.n_blocks {
             return Err(EngineError::BadRequest(format!(
@@ -189,30 +121,13 @@ mod tests {
         let full = CompressionConfig::full();
         // 3 samples of 40 slots (4 blocks each) in a pool of 10 blocks.
         let r = req(10, 30);
-        assert_eq!(limits(Admission::Grow).blocks_needed(&r, &full), 4);
+        assert_eq!(limits(Admission::Grow).blocks().blocks_needed(&r, &full), 4);
         assert!(limits(Admission::Grow).check(&r, &full, 3).is_ok());
-        assert!(!limits(Admission::Grow).reserves(&full));
-        assert!(limits(Admission::Reserve).reserves(&full));
+        assert!(!limits(Admission::Grow).blocks().reserves(&full));
+        assert!(limits(Admission::Reserve).blocks().reserves(&full));
         let err = limits(Admission::Reserve).check(&r, &full, 3).unwrap_err();
         assert!(err.to_string().contains("12 KV blocks"), "{err}");
         assert!(limits(Admission::Reserve).check(&r, &full, 2).is_ok());
-    }
-
-    #[test]
-    fn compressing_sequences_reserve_under_either_admission() {
-        let comp = CompressionConfig {
-            policy: PolicyKind::RKv,
-            budget: 16,
-            buffer: 4,
-            window: 4,
-            ..CompressionConfig::default()
-        };
-        for a in [Admission::Grow, Admission::Reserve] {
-            assert!(limits(a).reserves(&comp));
-            // max(prompt 10, B + b = 20) slots: 2 blocks a sample.
-            assert_eq!(limits(a).blocks_needed(&req(10, 500), &comp), 2);
-            assert_eq!(limits(a).request_blocks(&req(10, 500), &comp, 3), 6);
-        }
     }
 
     #[test]
@@ -228,28 +143,19 @@ mod tests {
         // A 60-slot prompt (6 blocks) is compressed to B = 16 before the fork; each
         // sample then holds at most B + b = 20 slots (2 blocks).
         let r = req(60, 500);
-        assert_eq!(l.blocks_needed(&r, &comp), 6);
-        assert_eq!(l.sample_blocks(&r, &comp), 2);
-        assert_eq!(l.request_blocks(&r, &comp, 2), 6);
-        assert_eq!(l.request_blocks(&r, &comp, 4), 8);
+        assert_eq!(l.blocks().blocks_needed(&r, &comp), 6);
+        assert_eq!(l.blocks().sample_blocks(&r, &comp), 2);
+        assert_eq!(l.blocks().request_blocks(&r, &comp, 2), 6);
+        assert_eq!(l.blocks().request_blocks(&r, &comp, 4), 8);
         // In a pool of 10 blocks: 5 samples fit (10), 6 do not (12).
         assert!(l.check(&r, &comp, 5).is_ok());
         let err = l.check(&r, &comp, 6).unwrap_err();
         assert!(err.to_string().contains("12 KV blocks"), "{err}");
         // A short whole length bounds each sample below B + b.
-        assert_eq!(l.sample_blocks(&req(5, 3), &comp), 1);
+        assert_eq!(l.blocks().sample_blocks(&req(5, 3), &comp), 1);
         // FullKV reserves every sample's whole length.
         let full = CompressionConfig::full();
         let lr = limits(Admission::Reserve);
-        assert_eq!(lr.request_blocks(&req(10, 30), &full, 2), 8);
-    }
-
-    #[test]
-    fn admission_parses_its_two_names_and_refuses_others() {
-        for a in [Admission::Grow, Admission::Reserve] {
-            assert_eq!(a.to_string().parse::<Admission>().unwrap(), a);
-        }
-        let err = "static".parse::<Admission>().unwrap_err();
-        assert!(err.to_string().contains("`grow` or `reserve`"), "{err}");
+        assert_eq!(lr.blocks().request_blocks(&req(10, 30), &full, 2), 8);
     }
 }

@@ -12,10 +12,10 @@
 //! compression.
 //! Must not know: which policy will use the observations, models' weights, HTTP.
 
+use crate::kv::BlockId;
 use half::f16;
 use half::slice::HalfBitsSliceExt;
 use rayon::prelude::*;
-use rkv_core::block_pool::BlockId;
 use rkv_core::policy::importance::max_into;
 use rkv_core::policy::{AppendedRows, HeadState};
 use rkv_kernels::BlockQ8_0;
@@ -23,7 +23,7 @@ use rkv_model::{Attention, AttentionShape};
 
 use crate::attention_chunk::{chunk_len, partial, Chunk, Runs, Scratch, TaskLayout};
 use crate::error::EngineError;
-use crate::kv_store::{KvBuf, KvStore};
+use crate::kv::{KvBuf, KvStore};
 
 /// The observation window's logits over the compression candidates, kept across the steps
 /// that produce them, already reduced over each GQA group: row `r`, candidate `j` holds the

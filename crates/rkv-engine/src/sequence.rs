@@ -6,7 +6,7 @@
 //! Owns per-sequence state; the engine owns the shared model and store.
 //! Must not know: HTTP, CLI.
 
-use rkv_core::block_pool::BlockTable;
+use crate::kv::BlockTable;
 use rkv_model::tokenizer::TokenStream;
 
 use crate::compression::SeqCompression;

@@ -36,7 +36,6 @@ impl Engine {
         let plan = {
             let limits = self.limits();
             let mut mem = EngineMemory {
-                store: &mut self.store,
                 kv: &mut self.kv,
                 seqs: &mut self.seqs,
                 limits,
@@ -51,7 +50,7 @@ impl Engine {
             return Vec::new();
         }
         let shape = self.model.attention_shape();
-        let mut attn = PagedAttention::new(&mut self.store, shape, segments);
+        let mut attn = PagedAttention::new(self.kv.store_mut(), shape, segments);
         let logits = self
             .model
             .forward(&tokens, &positions, &mut attn, &logit_rows);
@@ -65,7 +64,7 @@ impl Engine {
                     if let Some(s) = self.seqs.get_mut(&f.id) {
                         let len_before = seg.len_before;
                         s.compression.abandon_segment(seg);
-                        let _ = self.store.truncate(&mut s.table, len_before);
+                        let _ = self.kv.store_mut().truncate(&mut s.table, len_before);
                     }
                     self.fail(
                         f.id,
@@ -131,7 +130,7 @@ impl Engine {
                 .prompt_append_end(start, s.req.prompt.len());
             let final_append = start + n >= append_end;
             let opened = s.compression.open_segment(
-                &mut self.store,
+                self.kv.store_mut(),
                 &mut s.table,
                 tokens.len(),
                 start,
@@ -164,7 +163,7 @@ impl Engine {
             s.stats.kv_bytes_peak = s
                 .stats
                 .kv_bytes_peak
-                .max(s.table.blocks().len() * self.store.bytes_per_block());
+                .max(s.table.blocks().len() * self.kv.store().bytes_per_block());
         }
         (feeds, segments, tokens, positions, logit_rows)
     }
@@ -188,7 +187,7 @@ impl Engine {
         let tc = Instant::now();
         let done = s
             .compression
-            .maybe_compress(&mut self.store, &mut s.table)?;
+            .maybe_compress(self.kv.store_mut(), &mut s.table)?;
         // A recomputed compression (after a preemption) was counted the first time.
         let first_time = s.fed > s.fed_most;
         s.fed_most = s.fed_most.max(s.fed);
@@ -229,7 +228,11 @@ impl Engine {
         // compressed); the request's admission reserved that for every sample, or the
         // prompt whole if that was more, so the parent keeps one share.
         let per_sample = match (self.kv.reserved(parent), self.seqs.get(&parent)) {
-            (Some(_), Some(p)) => Some(self.limits().sample_blocks(&p.req, p.compression.config())),
+            (Some(_), Some(p)) => Some(
+                self.limits()
+                    .blocks()
+                    .sample_blocks(&p.req, p.compression.config()),
+            ),
             _ => None,
         };
         for (id, params) in forks {
@@ -240,7 +243,7 @@ impl Engine {
                 ));
                 continue;
             };
-            let table = match self.store.fork(&p.table) {
+            let table = match self.kv.fork(parent, &p.table, id, per_sample) {
                 Ok(t) => t,
                 Err(e) => {
                     self.failures.push((id, e));
@@ -266,9 +269,6 @@ impl Engine {
                 fed_most: p.fed_most,
             };
             child.stats.generated_tokens = 0;
-            if let Some(r) = per_sample {
-                self.kv.split(parent, id, r);
-            }
             self.sched.join_running(id);
             let tok = child.sampler.sample(lg);
             let ev = accept_token(&self.tokenizer, &mut child, tok);
@@ -281,8 +281,8 @@ impl Engine {
                 Err(e) => self.fail(id, e),
             }
         }
-        if let Some(r) = per_sample {
-            self.kv.reserve(parent, r);
+        if per_sample.is_some() {
+            self.kv.admit(parent, per_sample);
         }
     }
 

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use rkv_core::block_pool::BlockTable;
+use crate::kv::BlockTable;
 use rkv_core::config::CompressionConfig;
 
 use crate::compression::SeqCompression;
@@ -59,7 +59,7 @@ impl Engine {
             Ok(())
         };
         let res = run(self);
-        self.store.release(&mut table)?;
+        self.kv.store_mut().release(&mut table)?;
         res.map(|_| logits)
     }
 
@@ -165,7 +165,7 @@ impl Engine {
                 pos += n;
                 if final_append {
                     let started = Instant::now();
-                    let done = compression.maybe_compress(&mut this.store, table)?;
+                    let done = compression.maybe_compress(this.kv.store_mut(), table)?;
                     if done.evicted > 0 {
                         stats.compressions += 1;
                         stats.compress_seconds += started.elapsed().as_secs_f64();
@@ -173,20 +173,23 @@ impl Engine {
                     }
                 }
             }
-            let layout = *this.store.layout();
+            let layout = *this.kv.store().layout();
             for l in 0..layout.n_layers {
                 for h in 0..layout.n_kv_heads {
                     for s in 0..table.len() {
-                        stats
-                            .final_positions
-                            .push(this.store.position(table.blocks(), l, h, s));
+                        stats.final_positions.push(this.kv.store().position(
+                            table.blocks(),
+                            l,
+                            h,
+                            s,
+                        ));
                     }
                 }
             }
             Ok(())
         };
         let res = run(self, &mut table);
-        self.store.release(&mut table)?;
+        self.kv.store_mut().release(&mut table)?;
         res.map(|_| (stats, compression.take_record()))
     }
 
@@ -203,7 +206,7 @@ impl Engine {
     ) -> Result<Vec<f32>> {
         let shape = self.model.attention_shape();
         let seg = compression.open_segment(
-            &mut self.store,
+            self.kv.store_mut(),
             table,
             0,
             start,
@@ -211,7 +214,7 @@ impl Engine {
             final_append,
         )?;
         let positions: Vec<usize> = (start..start + chunk.len()).collect();
-        let mut attn = PagedAttention::new(&mut self.store, shape, vec![seg]);
+        let mut attn = PagedAttention::new(self.kv.store_mut(), shape, vec![seg]);
         let out = self.model.forward(chunk, &positions, &mut attn, rows);
         let seg = attn.segments.pop();
         drop(attn);
@@ -222,7 +225,7 @@ impl Engine {
                 // As the step loop does: the slots go back, and so does what described them.
                 let len_before = seg.len_before;
                 compression.abandon_segment(seg);
-                self.store.truncate(table, len_before)?;
+                self.kv.store_mut().truncate(table, len_before)?;
             }
         }
         Ok(out?)

@@ -20,10 +20,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rkv_core::block_pool::BlockTable;
 use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::compression::SeqCompression;
-use rkv_engine::kv_store::{KvDtype, KvLayout, KvStore};
+use rkv_engine::kv::BlockTable;
+use rkv_engine::kv::{KvDtype, KvLayout, KvStore};
 use rkv_engine::paged_attention::PagedAttention;
 use rkv_model::{Attention, AttentionShape};
 

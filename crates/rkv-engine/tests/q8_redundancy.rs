@@ -9,10 +9,10 @@
 //! cut-off, can be chosen differently. These tests measure how often that happens on keys
 //! shaped like a model's (repeated directions, noise, a few large channels) and bound it.
 
-use rkv_core::block_pool::BlockTable;
 use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_core::policy::{redundancy_oracle, select_keep, HeadObservation, HeadState, KeyRows};
-use rkv_engine::kv_store::{KvDtype, KvLayout, KvStore};
+use rkv_engine::kv::BlockTable;
+use rkv_engine::kv::{KvDtype, KvLayout, KvStore};
 
 const D: usize = 64;
 const LEN: usize = 392; // budget 256 + buffer 128 + window 8: a compression's length

@@ -10,85 +10,14 @@
 //! `head_dim / 32` blocks, so moving a row moves its scales with it); docs/kv-dtype.md.
 //! Must not know: models' maths, policies' scoring, HTTP.
 
+use super::dtype::KvDtype;
+use super::pool::{BlockId, BlockPool, BlockTable};
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-use rkv_core::block_pool::{BlockId, BlockPool, BlockTable};
 use rkv_core::policy::{KeyRows, PolicyError, Rows};
 use rkv_kernels::{quantize_row_q8_0, BlockQ8_0, QK};
 
 use crate::error::{EngineError, Result};
-
-/// Element type of stored keys and values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KvDtype {
-    #[default]
-    F16,
-    F32,
-    /// ggml's `q8_0`: blocks of 32 signed 8-bit values with one f16 scale (34 bytes).
-    Q8_0,
-}
-
-impl KvDtype {
-    /// Every dtype, in the order error messages list them.
-    pub const ALL: [KvDtype; 3] = [KvDtype::F16, KvDtype::F32, KvDtype::Q8_0];
-
-    /// The name `--kv-dtype` takes.
-    pub fn name(&self) -> &'static str {
-        match self {
-            KvDtype::F16 => "f16",
-            KvDtype::F32 => "f32",
-            KvDtype::Q8_0 => "q8_0",
-        }
-    }
-
-    /// Bytes `values` values take (for q8_0, whole blocks of 32), `None` on overflow.
-    pub fn bytes_of(&self, values: usize) -> Option<usize> {
-        match self {
-            KvDtype::F16 => values.checked_mul(2),
-            KvDtype::F32 => values.checked_mul(4),
-            KvDtype::Q8_0 => values
-                .div_ceil(QK)
-                .checked_mul(std::mem::size_of::<BlockQ8_0>()),
-        }
-    }
-
-    /// Whether rows of `head_dim` values can be stored: q8_0 needs whole blocks of 32.
-    pub fn check_head_dim(&self, head_dim: usize) -> Result<()> {
-        match self {
-            KvDtype::Q8_0 if !head_dim.is_multiple_of(QK) => Err(EngineError::Config(format!(
-                "KV dtype q8_0 stores blocks of {QK} values, and this model's head size \
-                 {head_dim} is not a multiple of {QK} (use f16 or f32)"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(KvDtype::name).collect();
-                EngineError::BadRequest(format!(
-                    "unknown KV dtype `{s}` (expected one of {})",
-                    names.join(", ")
-                ))
-            })
-    }
-}
-
-impl std::fmt::Display for KvDtype {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for KvDtype {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self> {
-        Self::parse(s)
-    }
-}
 
 /// Index arithmetic of the block layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +39,15 @@ impl KvLayout {
         [self.n_kv_heads, self.block_size, self.head_dim]
             .iter()
             .try_fold(self.n_layers, |acc, &x| acc.checked_mul(x))
+    }
+
+    /// Bytes of keys and values one block holds at `dtype` (for q8_0, its quants and
+    /// scales). Saturates rather than overflows.
+    pub fn bytes_per_block(&self, dtype: KvDtype) -> usize {
+        self.checked_block_elems()
+            .and_then(|v| dtype.bytes_of(v))
+            .and_then(|b| b.checked_mul(2))
+            .unwrap_or(usize::MAX)
     }
 
     /// Index of the run (block, layer, head): `block_size` consecutive slots.
@@ -285,11 +223,7 @@ impl KvStore {
 
     /// Bytes of keys and values one block holds (for q8_0, its quants and scales).
     pub fn bytes_per_block(&self) -> usize {
-        // Fits: `new` allocated twice this many bytes per block for the whole pool.
-        2 * self
-            .dtype
-            .bytes_of(self.layout.block_elems())
-            .unwrap_or(usize::MAX / 2)
+        self.layout.bytes_per_block(self.dtype)
     }
 
     /// Makes room for `extra` slots in `table` (all or nothing).
@@ -327,6 +261,14 @@ impl KvStore {
             table.replace(&mut self.pool, i, new)?;
         }
         Ok(())
+    }
+
+    /// Makes room for `n` more slots at the end of `table`: the block the next slot falls
+    /// in is made this table's own first (copy on write), then new blocks are taken. On
+    /// error no slot's content has changed and the table holds no new slot.
+    pub fn allocate(&mut self, table: &mut BlockTable, n: usize) -> Result<()> {
+        self.make_writable(table, table.len())?;
+        self.reserve(table, n)
     }
 
     /// Blocks [`Self::make_writable`] would have to take from the pool.

@@ -1,27 +1,28 @@
-//! The KV cache manager: block reservations of compressing sequences, and so how many of
-//! the pool's free blocks are really free.
+//! The reservation ledger: blocks promised to compressing (and reserving) sequences, and
+//! so how many of the pool's free blocks are really free.
 //!
-//! A compressing sequence never holds more than `max(prompt, B + b)` slots, so on
-//! admission it reserves that many blocks once; it then allocates them as it grows, and
+//! A compressing sequence never holds more than its peak (`max(prompt, B + b)` with the
+//! prompt kept, `B + b + chunk` with it compressed), so on admission it reserves that
+//! many blocks once; it then allocates them as it grows, and
 //! copies a block it shares with another sample before writing into it, all inside its
 //! reservation. The blocks a reservation still promises are its size minus the blocks
 //! the sequence holds alone (a shared block may still have to be copied). FullKV
-//! sequences grow from what is left, or (with [`crate::Admission::Reserve`]) reserve their
+//! sequences grow from what is left, or (with [`super::Admission::Reserve`]) reserve their
 //! whole length the same way.
 //! Owns: the reservations. Must not know: tensors, policies, HTTP.
 
 use std::collections::BTreeMap;
 
-use rkv_core::block_pool::{BlockPool, BlockTable};
+use super::pool::{BlockPool, BlockTable};
 
 use crate::request::SeqId;
 
 #[derive(Debug, Clone, Default)]
-pub struct KvCacheManager {
+pub struct Ledger {
     reserved: BTreeMap<SeqId, usize>, // blocks promised to each compressing sequence
 }
 
-impl KvCacheManager {
+impl Ledger {
     pub fn new() -> Self {
         Self::default()
     }
@@ -86,7 +87,7 @@ mod tests {
     #[test]
     fn reservations_promise_what_their_tables_do_not_hold_alone() {
         let mut pool = BlockPool::new(10, 4);
-        let mut kv = KvCacheManager::new();
+        let mut kv = Ledger::new();
         let mut a = BlockTable::new();
         kv.reserve(0, 4);
         assert_eq!(kv.available(&pool, |_| Some(&a)), 6);
