@@ -9,8 +9,10 @@
 # REPEAT (decode repeats, 4) and TRACES override. About 25 minutes on 2 cores for the
 # default model. PARTS picks the parts (default "fidelity decode"); the part `serve` runs
 # scripts/bench_serve.sh's load (64 requests at concurrency 64, 256 MiB of KV, R-KV budget
-# 256; TOKENS generated each, default 2048) once with f16 KV and once with q8_0 KV, into
-# kv_dtype_serve[.MODEL].jsonl: how many more sequences the same memory holds.
+# 256; TOKENS generated each, default 2048) with f16 KV, then FullKV with f16 KV (reserving
+# each request's whole length), then R-KV with q8_0 KV, into
+# kv_dtype_serve[.MODEL].jsonl: how many more sequences the same memory holds (about an
+# hour on 2 cores at 2048 tokens, most of it FullKV's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p rkv-cli
@@ -32,7 +34,7 @@ dec=(bench decode "${model[@]}" --threads 2 --kv-dtype q8_0 --compare-kv-dtype f
      --interleave --depths 8000 --tokens 128 --repeat "${REPEAT:-4}" --json)
 srv=(bench serve "${model[@]}" --threads 2 --requests 64 --concurrency 64
      --max-tokens "${TOKENS:-2048}" --ignore-eos --kv-memory 256MiB --json
-     --kv-policy rkv --kv-budget 256)
+     --kv-admission reserve --kv-policy rkv --kv-budget 256)
 for part in ${PARTS:-fidelity decode}; do
   tmp=$(mktemp)
   case "$part" in
@@ -42,11 +44,11 @@ for part in ${PARTS:-fidelity decode}; do
     decode) python3 scripts/bench_header.py "$RKV ${dec[*]}" > "$tmp"
             echo "== $part" >&2
             "$RKV" "${dec[@]}" >> "$tmp" ;;
-    serve) python3 scripts/bench_header.py "$RKV ${srv[*]} --kv-dtype D for D in: f16 q8_0" > "$tmp"
-           for d in f16 q8_0; do
-             echo "== $part $d" >&2
-             "$RKV" "${srv[@]}" --kv-dtype "$d" >> "$tmp"
-           done ;;
+    serve) python3 scripts/bench_header.py "$RKV ${srv[*]} --kv-dtype f16 --compare-policy full; then --kv-dtype q8_0" > "$tmp"
+           echo "== $part f16 (R-KV, then FullKV)" >&2
+           "$RKV" "${srv[@]}" --kv-dtype f16 --compare-policy full >> "$tmp"
+           echo "== $part q8_0" >&2
+           "$RKV" "${srv[@]}" --kv-dtype q8_0 >> "$tmp" ;;
     *) echo "unknown part $part (fidelity, decode, serve)" >&2; exit 2 ;;
   esac
   mv "$tmp" "$OUT/kv_dtype_$part$suffix.jsonl"

@@ -370,21 +370,25 @@ def kv_dtype_section():
         out.append("")
     for path in sorted(glob.glob(os.path.join(RES, "kv_dtype_serve*.jsonl"))):
         head, rows = read_results(os.path.basename(path))
-        by = {r.get("kv_dtype"): r for r in rows}
-        q, f = by.get("q8_0"), by.get("f16")
+        by = {(r.get("policy"), r.get("kv_dtype")): r for r in rows}
+        q, f, full = by.get(("rkv", "q8_0")), by.get(("rkv", "f16")), by.get(("full", "f16"))
         if not (q and f):
             continue
         out += [f"Many sequences in one memory, model {model(head['command'])}: `{head['command']}`; machine: {head['machine']}; commit "
-                f"`{head['commit']}`; date: {head['date']}. The same load with f16 and with q8_0 KV in turn.", "",
-                "| KV | KV blocks | peak running | mean running | generated tok/s | preemptions |",
-                "|---|---|---|---|---|---|"]
-        for name, r in (("f16", f), ("q8_0", q)):
-            out.append(f"| {name} | {r['kv_blocks_total']} | {r['peak_running']} | {r['mean_running']:.1f} | "
-                       f"{r['tokens_per_s']:.1f} | {r['preemptions']} |")
-        out += ["", f"q8_0 / f16: {q['kv_blocks_total'] / f['kv_blocks_total']:.2f}x the blocks, "
-                f"{q['peak_running'] / max(f['peak_running'], 1):.2f}x the peak and "
-                f"{q['mean_running'] / max(f['mean_running'], 1e-9):.2f}x the mean sequences running, "
-                f"{q['tokens_per_s'] / max(f['tokens_per_s'], 1e-9):.2f}x the generated tokens/s.", ""]
+                f"`{head['commit']}`; date: {head['date']}. The same load run in turn, {q['max_tokens']} tokens generated "
+                f"per request.", "",
+                "| policy | KV | KV blocks | peak running | mean running | generated tok/s | preemptions |",
+                "|---|---|---|---|---|---|---|"]
+        for r in (f, full, q):
+            if r:
+                out.append(f"| {policy_name(r['policy'])} | {r['kv_dtype']} | {r['kv_blocks_total']} | {r['peak_running']} | "
+                           f"{r['mean_running']:.1f} | {r['tokens_per_s']:.1f} | {r['preemptions']} |")
+
+        def ratios(other, name):
+            return (f"R-KV q8_0 / {name}: {q['peak_running'] / max(other['peak_running'], 1):.2f}x the peak and "
+                    f"{q['mean_running'] / max(other['mean_running'], 1e-9):.2f}x the mean sequences running, "
+                    f"{q['tokens_per_s'] / max(other['tokens_per_s'], 1e-9):.2f}x the generated tokens/s")
+        out += ["", ratios(f, "R-KV f16") + (f"; {ratios(full, 'FullKV f16')}." if full else "."), ""]
     return out
 
 
