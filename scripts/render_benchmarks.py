@@ -300,6 +300,7 @@ def main():
 
     out += kv_dtype_section()
     out += serve_section()
+    out += prefix_cache_section()
     out += passkey_section()
     out += llamacpp_section()
     out += portable_section()
@@ -389,6 +390,45 @@ def kv_dtype_section():
                     f"{q['mean_running'] / max(other['mean_running'], 1e-9):.2f}x the mean sequences running, "
                     f"{q['tokens_per_s'] / max(other['tokens_per_s'], 1e-9):.2f}x the generated tokens/s")
         out += ["", ratios(f, "R-KV f16") + (f"; {ratios(full, 'FullKV f16')}." if full else "."), ""]
+    return out
+
+
+def prefix_cache_section():
+    """Prefix caching, with and without the cache: bench/results/prefix_cache*.jsonl
+    (scripts/bench_prefix_cache.sh)."""
+    import glob
+    out = []
+    for path in sorted(glob.glob(os.path.join(RES, "prefix_cache*.jsonl"))):
+        head, rows = read_results(os.path.basename(path))
+        if not rows:
+            continue
+        if not out:
+            out += ["## Prefix caching", ""]
+        out += [f"Model {model(head['command'])}: `{head['command']}`; machine: {head['machine']}; commit "
+                f"`{head['commit']}`; date: {head['date']}. Each load with the prefix cache and with "
+                "`--no-prefix-cache`, in turn.", "",
+                "| load | policy | prefix cache | prompt tokens from the cache | TTFT p50 ms | TTFT p99 ms | generated tok/s |",
+                "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            label = (f"{r['requests']} one at a time" if r["concurrency"] == 1 else
+                     f"{r['requests']} at once") + f", {r['shared_prefix']}-token shared prefix"
+            out.append(f"| {label} | {policy_name(r['policy'])} | {'on' if r['prefix_cache'] else 'off'} | "
+                       f"{r['cached_tokens']} | {r['ttft_ms']['p50']:.0f} | {r['ttft_ms']['p99']:.0f} | "
+                       f"{r['tokens_per_s']:.1f} |")
+        pairs = {}
+        for r in rows:
+            pairs.setdefault((r["load"], r["policy"]), {})[r["prefix_cache"]] = r
+        lines = []
+        for (load, pol), p in pairs.items():
+            if True in p and False in p:
+                on, off = p[True], p[False]
+                if load == "ttft":
+                    lines.append(f"- {policy_name(pol)}, one at a time: TTFT p50 {off['ttft_ms']['p50'] / max(on['ttft_ms']['p50'], 1e-9):.1f}x "
+                                 "lower with the cache.")
+                else:
+                    lines.append(f"- {policy_name(pol)}, shared system prompt: {on['tokens_per_s'] / max(off['tokens_per_s'], 1e-9):.2f}x "
+                                 "the generated tokens/s with the cache.")
+        out += [""] + lines + [""]
     return out
 
 

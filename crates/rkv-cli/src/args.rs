@@ -278,6 +278,10 @@ pub struct EngineArgs {
     /// requests always reserve their bounded `max(prompt, budget + buffer)`
     #[arg(long, default_value = "grow", value_parser = parse_admission)]
     pub kv_admission: Admission,
+    /// Do not keep finished prompts' KV blocks for later requests that start with the same
+    /// tokens (automatic prefix caching is on by default)
+    #[arg(long)]
+    pub no_prefix_cache: bool,
 }
 
 fn parse_admission(s: &str) -> std::result::Result<Admission, String> {
@@ -311,6 +315,7 @@ impl EngineArgs {
             max_batch_tokens: self.max_batch_tokens,
             max_num_seqs: self.max_num_seqs.min(self.max_batch_tokens),
             admission: self.kv_admission,
+            prefix_cache: !self.no_prefix_cache,
             ..default
         })
     }

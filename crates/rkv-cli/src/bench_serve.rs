@@ -60,6 +60,10 @@ pub struct ServeBenchArgs {
     /// A second policy (same budget and tuning) measured in the same invocation
     #[arg(long)]
     pub compare_policy: Option<String>,
+    /// Start every prompt with the same text of this many tokens (a shared system prompt;
+    /// with prefix caching, computed once)
+    #[arg(long, default_value_t = 0)]
+    pub shared_prefix: usize,
     /// One JSON object per configuration
     #[arg(long)]
     pub json: bool,
@@ -112,6 +116,8 @@ struct Outcome {
     blocks_peak: usize,
     blocks_total: usize,
     preemptions: u64,
+    /// Prompt tokens taken from the prefix cache (in-process runs).
+    cached_tokens: Option<u64>,
     ttft_ms: Vec<f64>,
     tpot_ms: Vec<f64>,
 }
@@ -125,7 +131,7 @@ pub fn run(a: ServeBenchArgs) -> Result<()> {
     let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
     if let Some(url) = &a.url {
         let model = a.model.load()?;
-        let texts = read_prompts(&a.prompts, &model.tokenizer)?;
+        let texts = read_prompts(&a.prompts, &model.tokenizer, a.shared_prefix)?;
         encode_checked(&a, &model, &texts)?;
         drop(model);
         for (name, comp) in &runs {
@@ -136,7 +142,7 @@ pub fn run(a: ServeBenchArgs) -> Result<()> {
     }
     for (name, comp) in &runs {
         let model = a.model.load()?;
-        let texts = read_prompts(&a.prompts, &model.tokenizer)?;
+        let texts = read_prompts(&a.prompts, &model.tokenizer, a.shared_prefix)?;
         let prompts = encode_checked(&a, &model, &texts)?;
         let mut cfg = a.engine.engine_config(&model, &a.kv)?;
         cfg.compression = *comp;
@@ -177,8 +183,22 @@ fn encode_checked(
     Ok(out)
 }
 
-/// The text of every prompt in `path`, chat-rendered where it is a problem or question.
-fn read_prompts(path: &PathBuf, tok: &Tokenizer) -> Result<Vec<String>> {
+/// A text of about `n` tokens (a shared system prompt), the same on every call.
+fn shared_prefix_text(tok: &Tokenizer, n: usize) -> Result<String> {
+    const LINE: &str = "You are a careful assistant. Read the whole problem, reason step by \
+        step, check each step, and give the final answer in a box. ";
+    let ids = tok.encode_raw(&LINE.repeat(n / 8 + 1))?;
+    Ok(tok.decode(&ids[..n.min(ids.len())], true)?)
+}
+
+/// The text of every prompt in `path`, chat-rendered where it is a problem or question,
+/// after a shared text of about `shared` tokens when that is not 0.
+fn read_prompts(path: &PathBuf, tok: &Tokenizer, shared: usize) -> Result<Vec<String>> {
+    let prefix = if shared > 0 {
+        shared_prefix_text(tok, shared)?
+    } else {
+        String::new()
+    };
     let text = std::fs::read_to_string(path).with_context(|| {
         format!(
             "cannot read prompts from {} (give a JSONL file with --prompts)",
@@ -205,7 +225,7 @@ fn read_prompts(path: &PathBuf, tok: &Tokenizer) -> Result<Vec<String>> {
                 i + 1
             ),
         };
-        out.push(rendered);
+        out.push(format!("{prefix}{rendered}"));
     }
     if out.is_empty() {
         bail!("{} holds no prompts", path.display());
@@ -320,6 +340,7 @@ fn drive(
         blocks_peak: occ.blocks_peak,
         blocks_total: m.kv_blocks_total,
         preemptions: m.preemptions_total,
+        cached_tokens: Some(m.prefix_cache_hits_total),
         ttft_ms,
         tpot_ms,
     })
@@ -382,6 +403,9 @@ fn report(
                 "kv_memory": a.engine.kv_memory,
                 "kv_dtype": a.kv.kv_dtype,
                 "threads": a.model.threads,
+                "shared_prefix": a.shared_prefix,
+                "prefix_cache": !a.engine.no_prefix_cache,
+                "cached_tokens": o.cached_tokens,
                 "generated_tokens": o.generated,
                 "seconds": o.seconds,
                 "tokens_per_s": tps,

@@ -148,6 +148,7 @@ async fn drive_async(
         blocks_peak: occ.blocks_peak,
         blocks_total: end.blocks_total,
         preemptions: end.preemptions.saturating_sub(start.preemptions),
+        cached_tokens: None,
         ttft_ms,
         tpot_ms,
     })

@@ -21,6 +21,9 @@ pub struct EngineMemory<'a> {
     pub limits: RequestLimits,
     /// Prompt tokens of sequences admitted for the first time.
     pub prompt_tokens: u64,
+    /// Prompt tokens looked up in the prefix cache on admission, and found there.
+    pub prefix_queries: u64,
+    pub prefix_hits: u64,
 }
 
 impl EngineMemory<'_> {
@@ -39,6 +42,31 @@ impl EngineMemory<'_> {
     }
 }
 
+/// Starts `s`, which holds no blocks, on the longest cached prefix of its prompt it may
+/// take ([`Sequence::prefix_limit`]): those tokens count as fed. Returns the prompt tokens
+/// looked up and those found.
+fn take_cached_prefix(kv: &mut KvCache, block_size: usize, s: &mut Sequence) -> (u64, u64) {
+    if !kv.prefix_caching() || !s.table.is_empty() || s.fed != 0 {
+        return (0, 0);
+    }
+    let bs = block_size.max(1);
+    let ids = kv.lookup_prefix(&s.req.prompt, s.prefix_limit(bs));
+    let queries = s.req.prompt.len() as u64;
+    // Adopting blocks the lookup just found cannot fail; if it did, the sequence computes
+    // its prompt as if nothing were cached.
+    if ids.is_empty() || kv.adopt(&mut s.table, &ids).is_err() {
+        return (queries, 0);
+    }
+    let n = ids.len() * bs;
+    s.fed = n;
+    s.fed_most = s.fed_most.max(n);
+    s.prefix_blocks = Some(ids.len());
+    if !s.started {
+        s.stats.cached_tokens = n;
+    }
+    (queries, n as u64)
+}
+
 impl KvMemory for EngineMemory<'_> {
     fn available(&self) -> usize {
         let seqs = &*self.seqs;
@@ -49,8 +77,17 @@ impl KvMemory for EngineMemory<'_> {
         let Some(s) = self.seq(id) else { return 0 };
         match self.reservation(s) {
             Some(r) => r,
-            // Its tokens so far, and a block for each sample to grow (or copy) into.
-            None => s.total_len().div_ceil(self.limits.block_size.max(1)) + s.width(),
+            // Its tokens so far, and a block for each sample to grow (or copy) into, but
+            // never more than the request can ever hold (else one that fills the pool
+            // would wait for ever).
+            None => {
+                let bs = self.limits.block_size.max(1);
+                let most =
+                    self.limits
+                        .blocks()
+                        .request_blocks(&s.req, s.compression.config(), s.width());
+                (s.total_len().div_ceil(bs) + s.width()).min(most)
+            }
         }
     }
 
@@ -67,6 +104,9 @@ impl KvMemory for EngineMemory<'_> {
             self.prompt_tokens += s.req.prompt.len() as u64;
         }
         if let Some(s) = self.seqs.get_mut(&id) {
+            let (queries, hits) = take_cached_prefix(self.kv, self.limits.block_size, s);
+            self.prefix_queries += queries;
+            self.prefix_hits += hits;
             s.started = true;
         }
         self.kv.admit(id, reserve);
@@ -104,6 +144,7 @@ impl KvMemory for EngineMemory<'_> {
         if let Some(s) = self.seqs.get_mut(&id) {
             self.kv.preempt(id, &mut s.table);
             s.fed = 0;
+            s.prefix_blocks = Some(0);
             s.compression.reset();
         }
     }

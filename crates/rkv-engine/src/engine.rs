@@ -36,6 +36,9 @@ pub struct EngineConfig {
     pub compression: CompressionConfig,
     /// How FullKV sequences take memory: grow (and be preempted) or reserve.
     pub admission: Admission,
+    /// Keep the blocks of finished prompts and give them to later requests that start
+    /// with the same tokens (automatic prefix caching; `--no-prefix-cache` turns it off).
+    pub prefix_cache: bool,
 }
 
 impl Default for EngineConfig {
@@ -48,6 +51,7 @@ impl Default for EngineConfig {
             max_num_seqs: 256,
             compression: CompressionConfig::full(),
             admission: Admission::Grow,
+            prefix_cache: true,
         }
     }
 }
@@ -112,6 +116,11 @@ pub struct EngineCounters {
     pub compressions_total: u64,
     pub evicted_tokens_total: u64,
     pub preemptions_total: u64,
+    /// Free blocks holding cached prompt prefixes (reclaimed before anything waits).
+    pub kv_blocks_cached: usize,
+    /// Prompt tokens looked up in the prefix cache, and how many were found.
+    pub prefix_cache_queries_total: u64,
+    pub prefix_cache_hits_total: u64,
 }
 
 pub struct Engine {
@@ -141,8 +150,10 @@ impl Engine {
             head_dim: shape.head_dim,
             block_size: cfg.block_size,
         };
+        let mut kv = KvCache::new(layout, cfg.kv_dtype, cfg.kv_blocks)?;
+        kv.set_prefix_caching(cfg.prefix_cache);
         Ok(Self {
-            kv: KvCache::new(layout, cfg.kv_dtype, cfg.kv_blocks)?,
+            kv,
             model: model.transformer,
             tokenizer: model.tokenizer,
             sched: Scheduler::new(cfg.max_num_seqs, cfg.max_batch_tokens),
@@ -184,6 +195,12 @@ impl Engine {
         self.kv.set_dtype(dtype)?;
         self.cfg.kv_dtype = dtype;
         Ok(())
+    }
+
+    /// Turns prefix caching on or off (off forgets every cached prefix).
+    pub fn set_prefix_cache(&mut self, on: bool) {
+        self.cfg.prefix_cache = on;
+        self.kv.set_prefix_caching(on);
     }
 
     /// The longest prompt plus generation the model accepts.
@@ -264,6 +281,7 @@ impl Engine {
                 forks,
                 started: false,
                 fed_most: 0,
+                prefix_blocks: Some(0),
             },
         );
         self.sched.enqueue(ids[0]);
@@ -283,6 +301,7 @@ impl Engine {
             preempted: self.sched.n_preempted(),
             kv_blocks_used: self.kv.pool().n_used(),
             kv_blocks_total: self.kv.pool().n_blocks(),
+            kv_blocks_cached: self.kv.pool().n_cached_free(),
             preemptions_total: self.sched.preemptions(),
             ..self.totals.clone()
         }

@@ -65,6 +65,9 @@ pub struct SeqStats {
     pub kv_slots_peak: usize,
     /// Largest KV memory held, in bytes of whole blocks.
     pub kv_bytes_peak: usize,
+    /// Prompt tokens whose keys and values came from the prefix cache when the sequence
+    /// was first admitted, instead of being computed.
+    pub cached_tokens: usize,
 }
 
 impl SeqStats {

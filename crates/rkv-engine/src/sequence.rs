@@ -6,8 +6,10 @@
 //! Owns per-sequence state; the engine owns the shared model and store.
 //! Must not know: HTTP, CLI.
 
-use crate::kv::BlockTable;
+use rkv_core::PromptMode;
 use rkv_model::tokenizer::TokenStream;
+
+use crate::kv::BlockTable;
 
 use crate::compression::SeqCompression;
 use crate::request::{FinishReason, GenerationRequest, SeqId, SeqStats};
@@ -33,6 +35,10 @@ pub struct Sequence {
     pub started: bool,
     /// The most tokens it ever had fed (a recomputation feeds them again below this).
     pub fed_most: usize,
+    /// Leading blocks of its table entered in the prefix cache since it (re)started;
+    /// `None` once its rows no longer sit at their tokens' positions (it compacted, or it
+    /// is a sample sharing its parent's prompt).
+    pub prefix_blocks: Option<usize>,
 }
 
 impl Sequence {
@@ -62,5 +68,24 @@ impl Sequence {
     /// Samples this sequence stands for until it forks (itself and its forks).
     pub fn width(&self) -> usize {
         1 + self.forks.len()
+    }
+
+    /// The most whole blocks of its prompt it may take from the prefix cache, and so not
+    /// compute: its policy's state must not depend on the queries it skips. FullKV
+    /// computes at least the prompt's last token (its logits); a compressing policy that
+    /// keeps the prompt whole computes at least the window its compression observes (its
+    /// key redundancy is caught up from the cached keys); H2O's attention mass sums every
+    /// query, and a compressed prompt's chunks are scored as they are fed, so those take
+    /// nothing.
+    pub fn prefix_limit(&self, block_size: usize) -> usize {
+        let comp = self.compression.config();
+        let computed = if !comp.policy.compresses() {
+            1
+        } else if comp.policy.needs_h2o_scores() || comp.prompt == PromptMode::Compress {
+            return 0;
+        } else {
+            comp.window.max(1)
+        };
+        self.req.prompt.len().saturating_sub(computed) / block_size.max(1)
     }
 }

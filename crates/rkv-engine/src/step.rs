@@ -40,9 +40,13 @@ impl Engine {
                 seqs: &mut self.seqs,
                 limits,
                 prompt_tokens: 0,
+                prefix_queries: 0,
+                prefix_hits: 0,
             };
             let plan = self.sched.schedule(&mut mem);
             self.totals.prompt_tokens_total += mem.prompt_tokens;
+            self.totals.prefix_cache_queries_total += mem.prefix_queries;
+            self.totals.prefix_cache_hits_total += mem.prefix_hits;
             plan
         };
         let (feeds, segments, tokens, positions, logit_rows) = self.open_feeds(&plan.feeds);
@@ -81,6 +85,16 @@ impl Engine {
             if let Some(s) = self.seqs.get_mut(&f.id) {
                 s.compression.close_segment(seg);
                 s.fed += f.n;
+                // Its prompt's full blocks, still uncompressed, go into the prefix cache.
+                if let Some(done) = s.prefix_blocks {
+                    let full = s.fed.min(s.req.prompt.len()) / self.cfg.block_size.max(1);
+                    if full > done {
+                        let bs = self.cfg.block_size.max(1);
+                        self.kv
+                            .cache_prompt(&s.table, &s.req.prompt[..full * bs], done);
+                        s.prefix_blocks = Some(full);
+                    }
+                }
             }
         }
         let vocab = self.model.config().vocab_size;
@@ -189,6 +203,10 @@ impl Engine {
             .compression
             .maybe_compress(self.kv.store_mut(), &mut s.table)?;
         // A recomputed compression (after a preemption) was counted the first time.
+        if done.evicted > 0 {
+            // Its rows left their tokens' positions: nothing more of it can be cached.
+            s.prefix_blocks = None;
+        }
         let first_time = s.fed > s.fed_most;
         s.fed_most = s.fed_most.max(s.fed);
         if done.evicted > 0 && first_time {
@@ -267,6 +285,7 @@ impl Engine {
                 forks: Vec::new(),
                 started: true,
                 fed_most: p.fed_most,
+                prefix_blocks: None,
             };
             child.stats.generated_tokens = 0;
             self.sched.join_running(id);

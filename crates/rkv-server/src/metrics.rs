@@ -99,7 +99,7 @@ impl ServerMetrics {
     pub fn render(&self, engine: &EngineMetrics) -> String {
         let c = &engine.counters;
         let mut out = String::new();
-        let gauges: [(&str, &str, u64); 5] = [
+        let gauges: [(&str, &str, u64); 6] = [
             (
                 "rkv_requests_running",
                 "Sequences running in the engine.",
@@ -125,13 +125,18 @@ impl ServerMetrics {
                 "KV blocks in the pool.",
                 c.kv_blocks_total as u64,
             ),
+            (
+                "rkv_kv_blocks_cached",
+                "Free KV blocks holding cached prompt prefixes (reclaimed before anything waits).",
+                c.kv_blocks_cached as u64,
+            ),
         ];
         for (name, help, v) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
             let _ = writeln!(out, "{name} {v}");
         }
-        let counters: [(&str, &str, u64); 6] = [
+        let counters: [(&str, &str, u64); 8] = [
             (
                 "rkv_prompt_tokens_total",
                 "Prompt tokens prefilled.",
@@ -156,6 +161,16 @@ impl ServerMetrics {
                 "rkv_preemptions_total",
                 "Sequences preempted for lack of KV blocks.",
                 c.preemptions_total,
+            ),
+            (
+                "rkv_prefix_cache_queries_total",
+                "Prompt tokens looked up in the prefix cache.",
+                c.prefix_cache_queries_total,
+            ),
+            (
+                "rkv_prefix_cache_hits_total",
+                "Prompt tokens found in the prefix cache (not computed).",
+                c.prefix_cache_hits_total,
             ),
             (
                 "rkv_requests_rejected_total",
@@ -205,5 +220,8 @@ mod tests {
         assert!(text.contains("rkv_time_to_first_token_seconds_count 3\n"));
         assert!(text.contains("# TYPE rkv_kv_blocks_used gauge\nrkv_kv_blocks_used 0\n"));
         assert!(text.contains("# TYPE rkv_preemptions_total counter\n"));
+        assert!(text.contains("# TYPE rkv_kv_blocks_cached gauge\nrkv_kv_blocks_cached 0\n"));
+        assert!(text.contains("# TYPE rkv_prefix_cache_hits_total counter\n"));
+        assert!(text.contains("# TYPE rkv_prefix_cache_queries_total counter\n"));
     }
 }

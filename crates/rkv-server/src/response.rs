@@ -62,6 +62,8 @@ impl Meta {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Usage {
     pub prompt_tokens: usize,
+    /// Prompt tokens taken from the prefix cache (the first sample's; samples share it).
+    pub cached_tokens: usize,
     pub completion_tokens: usize,
     pub compressions: usize,
     pub evicted_tokens: usize,
@@ -74,6 +76,7 @@ impl Usage {
     pub fn new(prompt_tokens: usize, compression: CompressionConfig) -> Self {
         Self {
             prompt_tokens,
+            cached_tokens: 0,
             completion_tokens: 0,
             compressions: 0,
             evicted_tokens: 0,
@@ -86,6 +89,7 @@ impl Usage {
     /// Adds one finished sample.
     pub fn add(&mut self, s: &SeqStats) {
         self.completion_tokens += s.generated_tokens;
+        self.cached_tokens = self.cached_tokens.max(s.cached_tokens);
         self.compressions += s.compressions;
         self.evicted_tokens += s.evicted_tokens;
         self.slots_peak = self.slots_peak.max(s.kv_slots_peak);
@@ -99,6 +103,7 @@ impl Usage {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
             "kv": {
                 "policy": c.policy.name(),
                 "budget": budget,

@@ -1,6 +1,7 @@
 //! The OpenAI shapes on the real model: whole and streamed chat and completions, `n`,
 //! `stream_options.include_usage`, stop strings, `kv_compression` (its prompt modes too)
-//! with `usage.kv`, the model list and the metrics exposition.
+//! with `usage.kv`, the model list and the metrics exposition; a repeated prompt's
+//! `usage.prompt_tokens_details.cached_tokens` and the prefix cache's metrics.
 
 mod common;
 
@@ -170,6 +171,9 @@ async fn openai_shapes() {
         "rkv_evicted_tokens_total",
         "rkv_preemptions_total",
         "rkv_requests_rejected_total",
+        "rkv_kv_blocks_cached",
+        "rkv_prefix_cache_queries_total",
+        "rkv_prefix_cache_hits_total",
     ] {
         assert!(text.contains(&format!("# TYPE {name} ")), "{name} missing");
         assert!(metric_value(&text, name).is_some(), "{name} has no value");
@@ -178,5 +182,43 @@ async fn openai_shapes() {
     assert!(metric_value(&text, "rkv_compressions_total") > Some(0.0));
     assert!(metric_value(&text, "rkv_time_to_first_token_seconds_count") >= Some(6.0));
     assert!(metric_value(&text, "rkv_time_per_output_token_seconds_count") >= Some(6.0));
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_prompt_reports_its_cached_tokens() {
+    let srv = start(EngineConfig::default(), 64).await;
+    let text = "The committee met on Tuesday to review the budget. ".repeat(12);
+    let body = json!({
+        "model": MODEL_NAME, "prompt": text, "max_tokens": 8, "temperature": 0,
+    });
+    let (status, first) = srv.post("/v1/completions", &body).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let prompt = first["usage"]["prompt_tokens"]
+        .as_u64()
+        .expect("prompt_tokens");
+    let (status, second) = srv.post("/v1/completions", &body).await;
+    assert_eq!(status, 200, "{second}");
+    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .expect("cached_tokens");
+    // Whole blocks of 32 slots, the prompt's last token computed.
+    assert_eq!(cached, (prompt - 1) / 32 * 32, "{second}");
+    assert_eq!(second["choices"][0]["text"], first["choices"][0]["text"]);
+    let (_, metrics) = srv.get("/metrics").await;
+    assert_eq!(
+        metric_value(&metrics, "rkv_prefix_cache_hits_total"),
+        Some(cached as f64)
+    );
+    assert_eq!(
+        metric_value(&metrics, "rkv_prefix_cache_queries_total"),
+        Some(2.0 * prompt as f64)
+    );
+    // Idle again: no block held, the prompt's whole blocks cached.
+    srv.wait_metric("rkv_kv_blocks_used", |v| v == 0.0, 30)
+        .await;
+    let cached_blocks = srv.metric("rkv_kv_blocks_cached").await;
+    assert!(cached_blocks >= (prompt / 32) as f64, "{cached_blocks}");
     srv.stop().await;
 }

@@ -1,9 +1,10 @@
 //! KV memory, in one place (DESIGN.md §3): the block pool and block tables
 //! ([`pool`]), the rows they hold in f16, f32 or 8-bit ([`store`], [`dtype`]), the
 //! reservations promised to sequences ([`ledger`]), the block arithmetic of admission
-//! ([`budget`]), and [`KvCache`], the small interface the engine's scheduling goes
-//! through: how many blocks are free to admit with, admit, allocate, fork (copy on
-//! write), free and preempt.
+//! ([`budget`]), the prefix cache's index ([`prefix`]), and [`KvCache`], the small
+//! interface the engine's scheduling goes through: how many blocks are free to admit
+//! with, admit, allocate, fork (copy on write), free and preempt, and the prompt prefixes
+//! it caches.
 //!
 //! As vLLM v1's `KVCacheManager` over its `BlockPool`: sequences own their block tables;
 //! every block a table takes or returns goes through here.
@@ -13,6 +14,7 @@ pub mod budget;
 pub mod dtype;
 pub mod ledger;
 pub mod pool;
+pub mod prefix;
 pub mod store;
 #[cfg(test)]
 mod tests;
@@ -21,6 +23,7 @@ pub use budget::{Admission, BlockBudget};
 pub use dtype::KvDtype;
 pub use ledger::Ledger;
 pub use pool::{BlockId, BlockPool, BlockTable, PoolError};
+pub use prefix::PrefixCache;
 pub use store::{KeyRuns, KvBuf, KvLayout, KvStore};
 
 use crate::error::Result;
@@ -30,6 +33,8 @@ use crate::request::SeqId;
 pub struct KvCache {
     store: KvStore,
     ledger: Ledger,
+    /// `None`: prefix caching is off (`--no-prefix-cache`).
+    prefix: Option<PrefixCache>,
 }
 
 impl KvCache {
@@ -38,7 +43,49 @@ impl KvCache {
         Ok(Self {
             store: KvStore::new(layout, dtype, n_blocks)?,
             ledger: Ledger::new(),
+            prefix: Some(PrefixCache::new()),
         })
+    }
+
+    /// Turns prefix caching on or off (off forgets every cached prefix).
+    pub fn set_prefix_caching(&mut self, on: bool) {
+        if on == self.prefix.is_some() {
+            return;
+        }
+        self.prefix = on.then(PrefixCache::new);
+        if !on {
+            self.store.forget_cached();
+        }
+    }
+
+    pub fn prefix_caching(&self) -> bool {
+        self.prefix.is_some()
+    }
+
+    /// The cached blocks holding the longest prefix of `tokens` in whole blocks, at most
+    /// `max_blocks` of them (none with prefix caching off).
+    pub fn lookup_prefix(&mut self, tokens: &[u32], max_blocks: usize) -> Vec<BlockId> {
+        let Some(prefix) = self.prefix.as_mut() else {
+            return Vec::new();
+        };
+        prefix.sync(self.store.pool_mut());
+        prefix.lookup(self.store.pool(), tokens, max_blocks)
+    }
+
+    /// Starts the empty `table` on cached blocks `ids` ([`Self::lookup_prefix`]).
+    pub fn adopt(&mut self, table: &mut BlockTable, ids: &[BlockId]) -> Result<()> {
+        Ok(table.adopt(self.store.pool_mut(), ids)?)
+    }
+
+    /// Enters the full blocks `from..` of `table` that `prompt` fills into the prefix
+    /// cache: `table` holds `prompt` uncompressed and computed, token `i` in slot `i`
+    /// (pass only the prompt tokens whose keys are written: a block entered is final).
+    pub fn cache_prompt(&mut self, table: &BlockTable, prompt: &[u32], from: usize) {
+        if let Some(prefix) = self.prefix.as_mut() {
+            let pool = self.store.pool_mut();
+            prefix.sync(pool);
+            prefix.insert(pool, table.blocks(), prompt, from);
+        }
     }
 
     pub fn store(&self) -> &KvStore {
@@ -135,6 +182,7 @@ impl KvCache {
         }
         self.store = KvStore::new(*self.store.layout(), dtype, self.store.pool().n_blocks())?;
         self.ledger = Ledger::new();
+        self.prefix = self.prefix.is_some().then(PrefixCache::new);
         Ok(())
     }
 }

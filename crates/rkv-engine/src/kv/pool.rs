@@ -8,7 +8,14 @@
 //! prompt share the prompt's blocks ([`BlockTable::fork`]) until one of them writes into
 //! a shared block, which it first replaces by a copy of its own (copy on write, done by
 //! the owner of the memory through [`BlockTable::replace`]).
-//! Must not know: tensors, dtypes, layers, positions, policies.
+//! A block whose content the prefix cache keeps ([`BlockPool::set_cached`]) is not
+//! forgotten when its last holder lets it go: it waits, free but intact, in a
+//! least-recently-used queue; a later request may take it back ([`BlockPool::revive`]),
+//! and an allocation that finds no plain free block evicts the oldest (vLLM v1's free
+//! queue). Free counts include these blocks: they never cost a running request anything.
+//! Must not know: tensors, dtypes, layers, positions, policies, what the cache hashes.
+
+use std::collections::BTreeMap;
 
 use thiserror::Error;
 
@@ -27,6 +34,10 @@ pub enum PoolError {
     },
     #[error("block {0} is not allocated")]
     NotAllocated(BlockId),
+    #[error("a table takes cached blocks only while it is empty")]
+    NotEmpty,
+    #[error("block {0} is neither held nor cached")]
+    NotCached(BlockId),
     #[error("cannot shrink to {new_len} slots: only {len} are resident")]
     BadShrink { new_len: usize, len: usize },
 }
@@ -36,9 +47,14 @@ pub enum PoolError {
 pub struct BlockPool {
     block_size: usize,
     n_blocks: usize,
-    free: Vec<BlockId>, // LIFO stack of free ids: reuse warm blocks first
+    free: Vec<BlockId>, // LIFO stack of plain free ids: reuse warm blocks first
     refs: Vec<u32>,     // [n_blocks] tables holding each block; 0 = free
     peak_used: usize,
+    cached: Vec<bool>,           // [n_blocks] the prefix cache keeps its content
+    lru: BTreeMap<u64, BlockId>, // cached blocks nobody holds, oldest stamp first
+    stamp: Vec<u64>,             // [n_blocks] a block's key in `lru` while it is there
+    next_stamp: u64,
+    forgotten: Vec<BlockId>, // cached blocks evicted or written since the last take
 }
 
 impl BlockPool {
@@ -51,6 +67,11 @@ impl BlockPool {
             free: (0..n_blocks as BlockId).rev().collect(),
             refs: vec![0; n_blocks],
             peak_used: 0,
+            cached: vec![false; n_blocks],
+            lru: BTreeMap::new(),
+            stamp: vec![0; n_blocks],
+            next_stamp: 0,
+            forgotten: Vec::new(),
         }
     }
 
@@ -62,12 +83,24 @@ impl BlockPool {
         self.n_blocks
     }
 
+    /// Blocks no table holds: plain free ones and cached ones waiting to be reused.
     pub fn n_free(&self) -> usize {
+        self.free.len() + self.lru.len()
+    }
+
+    /// Free blocks that hold nothing the prefix cache keeps.
+    pub fn n_plain_free(&self) -> usize {
         self.free.len()
     }
 
+    /// Free blocks whose content the prefix cache keeps (evictable).
+    pub fn n_cached_free(&self) -> usize {
+        self.lru.len()
+    }
+
+    /// Blocks tables hold.
     pub fn n_used(&self) -> usize {
-        self.n_blocks - self.free.len()
+        self.n_blocks - self.n_free()
     }
 
     /// The largest number of blocks in use at once since the pool was made.
@@ -80,21 +113,92 @@ impl BlockPool {
         slots.div_ceil(self.block_size)
     }
 
-    /// Takes `n` blocks, all or none.
+    /// Takes `n` blocks, all or none: plain free ones first, then the least recently
+    /// used cached ones (which the cache then forgets, [`Self::take_forgotten`]).
     pub fn allocate(&mut self, n: usize) -> Result<Vec<BlockId>, PoolError> {
-        if n > self.free.len() {
+        if n > self.n_free() {
             return Err(PoolError::OutOfBlocks {
                 needed: n,
-                free: self.free.len(),
+                free: self.n_free(),
                 total: self.n_blocks,
             });
         }
-        let ids: Vec<BlockId> = (0..n).filter_map(|_| self.free.pop()).collect();
+        let mut ids = Vec::with_capacity(n);
+        while ids.len() < n {
+            let id = match self.free.pop() {
+                Some(id) => id,
+                None => match self.lru.pop_first() {
+                    Some((_, id)) => {
+                        self.cached[id as usize] = false;
+                        self.forgotten.push(id);
+                        id
+                    }
+                    None => break, // not reached: n <= n_free
+                },
+            };
+            ids.push(id);
+        }
         for &id in &ids {
             self.refs[id as usize] = 1;
         }
         self.peak_used = self.peak_used.max(self.n_used());
         Ok(ids)
+    }
+
+    /// Marks held block `id` as holding content the prefix cache keeps: when its last
+    /// holder releases it, it waits in the least-recently-used queue instead of being
+    /// forgotten.
+    pub fn set_cached(&mut self, id: BlockId) -> Result<(), PoolError> {
+        self.check_held(&[id])?;
+        self.cached[id as usize] = true;
+        Ok(())
+    }
+
+    /// Whether the prefix cache keeps block `id`'s content (held or waiting).
+    pub fn is_cached(&self, id: BlockId) -> bool {
+        self.cached.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Held block `id`'s content is about to change in place: the cache forgets it.
+    pub fn uncache(&mut self, id: BlockId) {
+        if let Some(c) = self.cached.get_mut(id as usize) {
+            if *c && self.refs[id as usize] > 0 {
+                *c = false;
+                self.forgotten.push(id);
+            }
+        }
+    }
+
+    /// Takes one more reference to cached block `id`: held by others (shared from now
+    /// on) or waiting in the queue (taken out of it). Fails, changing nothing, for a
+    /// block the cache does not keep.
+    pub fn revive(&mut self, id: BlockId) -> Result<(), PoolError> {
+        if !self.is_cached(id) {
+            return Err(PoolError::NotCached(id));
+        }
+        let i = id as usize;
+        if self.refs[i] == 0 {
+            self.lru.remove(&self.stamp[i]);
+        }
+        self.refs[i] += 1;
+        self.peak_used = self.peak_used.max(self.n_used());
+        Ok(())
+    }
+
+    /// Forgets what every block held for the prefix cache: waiting ones become plain
+    /// free blocks.
+    pub fn forget_cached(&mut self) {
+        while let Some((_, id)) = self.lru.pop_first() {
+            self.free.push(id);
+        }
+        self.cached.iter_mut().for_each(|c| *c = false);
+        self.forgotten.clear();
+    }
+
+    /// Cached blocks evicted or written in place since the last call: the cache's
+    /// entries for them are stale.
+    pub fn take_forgotten(&mut self) -> Vec<BlockId> {
+        std::mem::take(&mut self.forgotten)
     }
 
     /// Drops one reference to each of `ids`; a block nobody holds any more goes back to
@@ -106,7 +210,14 @@ impl BlockPool {
             let r = &mut self.refs[id as usize];
             *r -= 1;
             if *r == 0 {
-                self.free.push(id);
+                if self.cached[id as usize] {
+                    // Freed in reverse table order: a prefix's tail is evicted first.
+                    self.next_stamp += 1;
+                    self.stamp[id as usize] = self.next_stamp;
+                    self.lru.insert(self.next_stamp, id);
+                } else {
+                    self.free.push(id);
+                }
             }
         }
         Ok(())
@@ -218,6 +329,23 @@ impl BlockTable {
     pub fn fork(&self, pool: &mut BlockPool) -> Result<BlockTable, PoolError> {
         pool.share(&self.blocks)?;
         Ok(self.clone())
+    }
+
+    /// Starts an empty table on cached blocks `ids`, whole (each taken back with
+    /// [`BlockPool::revive`]): a prompt prefix found in the prefix cache. All or nothing.
+    pub fn adopt(&mut self, pool: &mut BlockPool, ids: &[BlockId]) -> Result<(), PoolError> {
+        if !self.blocks.is_empty() {
+            return Err(PoolError::NotEmpty);
+        }
+        if let Some(&bad) = ids.iter().find(|&&id| !pool.is_cached(id)) {
+            return Err(PoolError::NotCached(bad));
+        }
+        for &id in ids {
+            pool.revive(id)?;
+        }
+        self.blocks = ids.to_vec();
+        self.len = ids.len() * pool.block_size();
+        Ok(())
     }
 
     /// Blocks of this table that other tables hold too.

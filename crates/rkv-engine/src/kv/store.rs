@@ -217,6 +217,16 @@ impl KvStore {
         &self.pool
     }
 
+    /// The pool, for the prefix cache's bookkeeping (which blocks it keeps).
+    pub(crate) fn pool_mut(&mut self) -> &mut BlockPool {
+        &mut self.pool
+    }
+
+    /// Forgets every cached block's content (prefix caching turned off).
+    pub(crate) fn forget_cached(&mut self) {
+        self.pool.forget_cached();
+    }
+
     pub fn dtype(&self) -> KvDtype {
         self.dtype
     }
@@ -248,12 +258,16 @@ impl KvStore {
     /// table's own: a block other tables share is replaced by a copy (keys, values and
     /// positions of every layer and head). Call before writing into slots `from_slot..`
     /// (appending, compacting). All or nothing per block; on error the blocks copied so
-    /// far stay copied, which changes no slot's content.
+    /// far stay copied, which changes no slot's content. A block held alone whose content
+    /// the prefix cache keeps is copied too while a plain free block exists (the cache
+    /// keeps the original, free and evictable), else the cache forgets it.
     pub fn make_writable(&mut self, table: &mut BlockTable, from_slot: usize) -> Result<()> {
         let first = from_slot / self.layout.block_size;
         for i in first..table.blocks().len() {
             let old = table.blocks()[i];
-            if !self.pool.is_shared(old) {
+            let keep_cached = self.pool.is_cached(old) && self.pool.n_plain_free() > 0;
+            if !self.pool.is_shared(old) && !keep_cached {
+                self.pool.uncache(old);
                 continue;
             }
             let new = self.pool.allocate(1)?[0];

@@ -304,6 +304,7 @@ impl TinyModel {
                 max_num_seqs: 64,
                 compression: CompressionConfig::full(),
                 admission,
+                prefix_cache: true,
             },
         )
         .unwrap()
