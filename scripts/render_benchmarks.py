@@ -311,15 +311,16 @@ def main():
     print("wrote BENCHMARKS.md", file=sys.stderr)
 
 
+def model(cmd):
+    """The model a bench command ran: its --model, else the default model."""
+    m = re.search(r"--model (\S+)", cmd)
+    return m.group(1) if m else "SmolLM2-135M-Instruct Q4_1 (the default model)"
+
+
 def kv_dtype_section():
     """8-bit KV against f16: bench/results/kv_dtype_fidelity[.MODEL].jsonl and
     kv_dtype_decode[.MODEL].jsonl (scripts/bench_kv_dtype.sh)."""
     import glob
-
-    def model(cmd):
-        m = re.search(r"--model (\S+)", cmd)
-        return m.group(1) if m else "SmolLM2-135M-Instruct Q4_1 (the default model)"
-
     fid = sorted(glob.glob(os.path.join(RES, "kv_dtype_fidelity*.jsonl")))
     dec = sorted(glob.glob(os.path.join(RES, "kv_dtype_decode*.jsonl")))
     if not fid and not dec:
