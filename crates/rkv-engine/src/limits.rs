@@ -92,7 +92,6 @@ impl RequestLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SamplingParams;
     use rkv_core::config::PolicyKind;
 
     fn limits(admission: Admission) -> RequestLimits {
@@ -107,13 +106,7 @@ mod tests {
     }
 
     fn req(prompt: usize, max_tokens: usize) -> GenerationRequest {
-        GenerationRequest {
-            prompt: vec![5; prompt],
-            sampling: SamplingParams::default(),
-            max_tokens,
-            ignore_eos: true,
-            stop: Vec::new(),
-        }
+        GenerationRequest::of_len(prompt, max_tokens)
     }
 
     #[test]

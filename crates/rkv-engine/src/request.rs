@@ -25,6 +25,21 @@ pub struct GenerationRequest {
     pub stop: Vec<String>,
 }
 
+#[cfg(test)]
+impl GenerationRequest {
+    /// For unit tests: a prompt of `prompt` tokens (all id 5), default sampling, exactly
+    /// `max_tokens` generated.
+    pub(crate) fn of_len(prompt: usize, max_tokens: usize) -> Self {
+        Self {
+            prompt: vec![5; prompt],
+            sampling: SamplingParams::default(),
+            max_tokens,
+            ignore_eos: true,
+            stop: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
     /// An end-of-sequence token or a stop string.

@@ -100,7 +100,6 @@ impl BlockBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SamplingParams;
     use rkv_core::config::PolicyKind;
 
     fn budget(admission: Admission) -> BlockBudget {
@@ -111,13 +110,7 @@ mod tests {
     }
 
     fn req(prompt: usize, max_tokens: usize) -> GenerationRequest {
-        GenerationRequest {
-            prompt: vec![5; prompt],
-            sampling: SamplingParams::default(),
-            max_tokens,
-            ignore_eos: true,
-            stop: Vec::new(),
-        }
+        GenerationRequest::of_len(prompt, max_tokens)
     }
 
     #[test]
