@@ -262,8 +262,11 @@ impl SeqCompression {
                 "no observed window for a compression at {len} slots"
             )));
         }
-        // Compaction writes into every block: none may still be shared with another sample.
-        store.make_writable(table, 0)?;
+        // Compaction writes the kept rows into the first `new_len` slots of each run: the
+        // blocks holding them may not be shared (with a sample, or kept by the prefix
+        // cache); the tail is only read, then released.
+        let new_len = self.cfg.len_after_compression(len);
+        store.make_writable(table, 0..new_len)?;
         let blocks = table.blocks().to_vec();
         let cfg = self.cfg;
         let needs = cfg.policy.policy().needs_for(&cfg);
@@ -324,7 +327,6 @@ impl SeqCompression {
                 },
             )
             .collect();
-        let new_len = cfg.len_after_compression(len);
         let compacting = Instant::now();
         let mut recorded = Vec::new();
         if recording {

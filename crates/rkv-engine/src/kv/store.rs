@@ -12,6 +12,8 @@
 
 use super::dtype::KvDtype;
 use super::pool::{BlockId, BlockPool, BlockTable};
+use std::ops::Range;
+
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use rkv_core::policy::{KeyRows, PolicyError, Rows};
@@ -254,16 +256,17 @@ impl KvStore {
         Ok(())
     }
 
-    /// Makes every block of `table` from the one holding slot `from_slot` on this
-    /// table's own: a block other tables share is replaced by a copy (keys, values and
-    /// positions of every layer and head). Call before writing into slots `from_slot..`
-    /// (appending, compacting). All or nothing per block; on error the blocks copied so
-    /// far stay copied, which changes no slot's content. A block held alone whose content
-    /// the prefix cache keeps is copied too while a plain free block exists (the cache
-    /// keeps the original, free and evictable), else the cache forgets it.
-    pub fn make_writable(&mut self, table: &mut BlockTable, from_slot: usize) -> Result<()> {
-        let first = from_slot / self.layout.block_size;
-        for i in first..table.blocks().len() {
+    /// Makes every block of `table` that holds a slot of `slots` this table's own: a block
+    /// other tables share is replaced by a copy (keys, values and positions of every layer
+    /// and head). Call before writing into those slots (appending, compacting); blocks
+    /// outside them are left as they are. All or nothing per block; on error the blocks
+    /// copied so far stay copied, which changes no slot's content. A block held alone whose
+    /// content the prefix cache keeps is copied too while a plain free block exists (the
+    /// cache keeps the original, free and evictable), else the cache forgets it.
+    pub fn make_writable(&mut self, table: &mut BlockTable, slots: Range<usize>) -> Result<()> {
+        let bs = self.layout.block_size;
+        let end = slots.end.div_ceil(bs).min(table.blocks().len());
+        for i in slots.start / bs..end {
             let old = table.blocks()[i];
             let keep_cached = self.pool.is_cached(old) && self.pool.n_plain_free() > 0;
             if !self.pool.is_shared(old) && !keep_cached {
@@ -281,7 +284,8 @@ impl KvStore {
     /// in is made this table's own first (copy on write), then new blocks are taken. On
     /// error no slot's content has changed and the table holds no new slot.
     pub fn allocate(&mut self, table: &mut BlockTable, n: usize) -> Result<()> {
-        self.make_writable(table, table.len())?;
+        let len = table.len();
+        self.make_writable(table, len..len + n)?;
         self.reserve(table, n)
     }
 
