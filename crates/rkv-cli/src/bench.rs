@@ -215,6 +215,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         max_depth.saturating_add(1).saturating_add(a.tokens),
     );
     let request = |depth: usize| GenerationRequest {
+        logprobs: Default::default(),
         prompt: filler.iter().copied().cycle().take(depth.max(1)).collect(),
         sampling: match a.batch {
             1 => SamplingParams::default(),

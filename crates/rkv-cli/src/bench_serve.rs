@@ -264,6 +264,7 @@ fn drive(
     bar.set_message(name.to_string());
     let submit = |i: usize, timing: &mut [Timing]| -> Result<()> {
         let req = GenerationRequest {
+            logprobs: Default::default(),
             prompt: prompts[i % prompts.len()].clone(),
             sampling: SamplingParams {
                 temperature: a.temperature,

@@ -97,6 +97,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     };
     let prompt = model.tokenizer.encode(&rendered)?;
     let req = GenerationRequest {
+        logprobs: Default::default(),
         prompt,
         sampling,
         max_tokens: a.max_tokens,

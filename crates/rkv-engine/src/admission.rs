@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use crate::engine::prompt_chunk;
 use crate::kv::KvCache;
 use crate::limits::RequestLimits;
+use crate::logprobs::PROMPT_LOGITS_PER_STEP;
 use crate::request::SeqId;
 use crate::scheduler::KvMemory;
 use crate::sequence::Sequence;
@@ -120,6 +121,12 @@ impl KvMemory for EngineMemory<'_> {
             // Up to the end of the prompt's append (the whole prompt unless it is
             // compressed), in pieces that fit the room.
             let end = comp.prompt_append_end(s.fed, s.req.prompt.len());
+            // Every token of a prompt whose log-probabilities are asked for has a logits
+            // row ([n, vocab] floats): a bounded number per step.
+            let room = match s.req.logprobs.prompt {
+                Some(_) => room.min(PROMPT_LOGITS_PER_STEP),
+                None => room,
+            };
             return prompt_chunk(end - s.fed, room, comp.window);
         }
         let mut n = (s.total_len() - s.fed).min(room.max(1));

@@ -282,6 +282,8 @@ impl Engine {
                 started: false,
                 fed_most: 0,
                 prefix_blocks: Some(0),
+                logprobs: Vec::new(),
+                prompt_logprobs: Vec::new(),
             },
         );
         self.sched.enqueue(ids[0]);
@@ -310,12 +312,7 @@ impl Engine {
     /// Removes a finished sequence and returns its output.
     pub fn take_output(&mut self, id: SeqId) -> Option<GenerationOutput> {
         let s = self.finished.remove(&id)?;
-        Some(GenerationOutput {
-            token_ids: s.generated,
-            text: s.text,
-            finish_reason: s.finished.unwrap_or(crate::FinishReason::Length),
-            stats: s.stats,
-        })
+        Some(output_of(s))
     }
 
     /// The sequences that failed since the last call, with their errors. A failed
@@ -382,10 +379,8 @@ impl Engine {
         }
         let s = self.retire(id)?;
         Some(GenerationOutput {
-            token_ids: s.generated,
-            text: s.text,
             finish_reason: FinishReason::Cancelled,
-            stats: s.stats,
+            ..output_of(s)
         })
     }
 
@@ -419,5 +414,18 @@ impl Engine {
                 self.failures.push((f, EngineError::Failed(msg.clone())));
             }
         }
+    }
+}
+
+/// A retired sequence's output (its finish reason as it stands).
+fn output_of(s: Sequence) -> GenerationOutput {
+    let asked = s.req.logprobs;
+    GenerationOutput {
+        token_ids: s.generated,
+        text: s.text,
+        finish_reason: s.finished.unwrap_or(FinishReason::Length),
+        stats: s.stats,
+        logprobs: asked.generated.map(|_| s.logprobs),
+        prompt_logprobs: asked.prompt.map(|_| s.prompt_logprobs),
     }
 }

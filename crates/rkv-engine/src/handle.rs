@@ -20,6 +20,7 @@ use thiserror::Error;
 use crate::engine::{Engine, EngineConfig, EngineCounters};
 use crate::error::EngineError;
 use crate::limits::RequestLimits;
+use crate::logprobs::TokenLogprob;
 use crate::request::{GenerationOutput, GenerationRequest, SeqId};
 
 /// Identifies one submitted request (all of its samples).
@@ -33,6 +34,8 @@ pub enum RequestEvent {
         index: usize,
         token: u32,
         text: String,
+        /// Its log-probability, when the request asked for them.
+        logprob: Option<TokenLogprob>,
     },
     /// Sample `index` finished; its whole output and statistics.
     Finished {
@@ -91,7 +94,7 @@ pub struct HandleConfig {
 enum Command {
     Submit {
         id: RequestId,
-        sub: Submission,
+        sub: Box<Submission>,
         sink: EventSink,
     },
     Cancel(RequestId),
@@ -205,7 +208,11 @@ impl EngineHandle {
         }
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         inner.shared.in_channel.fetch_add(1, Ordering::SeqCst);
-        let sent = self.send(Command::Submit { id, sub, sink });
+        let sent = self.send(Command::Submit {
+            id,
+            sub: Box::new(sub),
+            sink,
+        });
         if !sent {
             inner.shared.in_channel.fetch_sub(1, Ordering::SeqCst);
             return Err(SubmitError::Closed);
@@ -322,6 +329,7 @@ fn run_loop(mut engine: Engine, rx: Receiver<Command>, shared: &Shared) {
                 index,
                 token: ev.token,
                 text: ev.text,
+                logprob: ev.logprob,
             });
             if ev.finished.is_some() {
                 if let Some(output) = engine.take_output(ev.seq) {

@@ -17,6 +17,7 @@ pub mod error;
 pub mod handle;
 pub mod kv;
 pub mod limits;
+pub mod logprobs;
 pub mod paged_attention;
 pub mod recorder;
 pub mod request;
@@ -34,6 +35,7 @@ pub use handle::{
 };
 pub use kv::{Admission, KvDtype};
 pub use limits::RequestLimits;
+pub use logprobs::{LogprobsRequest, TokenLogprob};
 pub use recorder::CompressionRecord;
 pub use request::{
     fits_context, FinishReason, GenerationOutput, GenerationRequest, SeqId, SeqStats, TokenEvent,

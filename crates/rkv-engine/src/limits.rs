@@ -70,6 +70,7 @@ impl RequestLimits {
             });
         }
         req.sampling.validate()?;
+        req.logprobs.validate()?;
         SeqCompression::validate(comp)?;
         // A reserving request reserves for all its samples at once; growing FullKV samples
         // grow one by one, and each must fit alone.

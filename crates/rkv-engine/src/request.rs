@@ -3,6 +3,7 @@
 //! Owns the request, the per-token event, finish reasons and per-sequence statistics.
 //! Must not know: HTTP, CLI flags.
 
+use crate::logprobs::{LogprobsRequest, TokenLogprob};
 use crate::sampling::SamplingParams;
 
 pub type SeqId = u64;
@@ -23,6 +24,8 @@ pub struct GenerationRequest {
     pub ignore_eos: bool,
     /// Stop when the generated text contains one of these; the text before it is kept.
     pub stop: Vec<String>,
+    /// Log-probabilities to report with the tokens (none by default).
+    pub logprobs: LogprobsRequest,
 }
 
 #[cfg(test)]
@@ -36,6 +39,7 @@ impl GenerationRequest {
             max_tokens,
             ignore_eos: true,
             stop: Vec::new(),
+            logprobs: LogprobsRequest::default(),
         }
     }
 }
@@ -131,6 +135,8 @@ pub struct TokenEvent {
     /// Text that became printable with this token (may be empty).
     pub text: String,
     pub finished: Option<FinishReason>,
+    /// The token's log-probability, when the request asked for them.
+    pub logprob: Option<TokenLogprob>,
 }
 
 /// A finished generation.
@@ -140,4 +146,8 @@ pub struct GenerationOutput {
     pub text: String,
     pub finish_reason: FinishReason,
     pub stats: SeqStats,
+    /// One per generated token, when the request asked for them.
+    pub logprobs: Option<Vec<TokenLogprob>>,
+    /// One per prompt token after the first, when the request asked for them.
+    pub prompt_logprobs: Option<Vec<TokenLogprob>>,
 }

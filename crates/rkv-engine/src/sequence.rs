@@ -12,6 +12,7 @@ use rkv_model::tokenizer::TokenStream;
 use crate::kv::BlockTable;
 
 use crate::compression::SeqCompression;
+use crate::logprobs::TokenLogprob;
 use crate::request::{FinishReason, GenerationRequest, SeqId, SeqStats};
 use crate::sampling::{Sampler, SamplingParams};
 
@@ -39,6 +40,11 @@ pub struct Sequence {
     /// `None` once its rows no longer sit at their tokens' positions (it compacted, or it
     /// is a sample sharing its parent's prompt).
     pub prefix_blocks: Option<usize>,
+    /// Log-probabilities of its generated tokens, when its request asks for them.
+    pub logprobs: Vec<TokenLogprob>,
+    /// Log-probabilities of its prompt tokens after the first, when its request asks for
+    /// them: entry `i` is token `i + 1`'s (a recomputed prompt does not add them again).
+    pub prompt_logprobs: Vec<TokenLogprob>,
 }
 
 impl Sequence {
@@ -53,6 +59,18 @@ impl Sequence {
             None => self.req.prompt[i],
             Some(g) => self.generated[g],
         }
+    }
+
+    /// The prompt positions of a feed of `n` tokens from `fed` whose logits give prompt
+    /// log-probabilities not recorded yet (position `p` gives token `p + 1`'s).
+    pub fn prompt_logprob_rows(&self, n: usize) -> std::ops::Range<usize> {
+        if self.req.logprobs.prompt.is_none() {
+            return 0..0;
+        }
+        let last = self.req.prompt.len().saturating_sub(1);
+        let start = self.fed.max(self.prompt_logprobs.len());
+        let end = (self.fed + n).min(last);
+        start.min(end)..end
     }
 
     /// Whether the sequence is still feeding its prompt.
@@ -79,6 +97,10 @@ impl Sequence {
     /// nothing.
     pub fn prefix_limit(&self, block_size: usize) -> usize {
         let comp = self.compression.config();
+        // Prompt log-probabilities need every prompt token's logits.
+        if self.req.logprobs.prompt.is_some() {
+            return 0;
+        }
         let computed = if !comp.policy.compresses() {
             1
         } else if comp.policy.needs_h2o_scores() || comp.prompt == PromptMode::Compress {

@@ -6,11 +6,13 @@
 //! error while the others go on. A failed forward fails the sequences it carried.
 //! Must not know: HTTP, CLI.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use crate::admission::EngineMemory;
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
+use crate::logprobs::{token_logprob, TokenLogprob};
 use crate::paged_attention::{PagedAttention, Segment};
 use crate::request::{FinishReason, SeqId, TokenEvent};
 use crate::sampling::Sampler;
@@ -26,6 +28,9 @@ struct Feed {
     /// Whether the feed ends an append (a whole prompt, a chunk of a compressed one, or
     /// generated tokens): the compression schedule runs after it.
     final_append: bool,
+    /// Prompt positions whose logits give prompt log-probabilities, and the logits row
+    /// of the first of them (the others follow it).
+    prompt_rows: (Range<usize>, usize),
 }
 
 impl Engine {
@@ -158,6 +163,10 @@ impl Engine {
                     continue;
                 }
             };
+            let prompt_positions = s.prompt_logprob_rows(n);
+            let prompt_rows = (prompt_positions.clone(), logit_rows.len());
+            let base = tokens.len();
+            logit_rows.extend(prompt_positions.map(|p| base + p - start));
             let samples = start + n == s.total_len();
             let row = samples.then_some(logit_rows.len());
             if samples {
@@ -169,6 +178,7 @@ impl Engine {
                 row,
                 decode: s.decoding(),
                 final_append,
+                prompt_rows,
             });
             segments.push(seg);
             positions.extend(start..start + n);
@@ -194,6 +204,15 @@ impl Engine {
         let Some(s) = self.seqs.get_mut(&f.id) else {
             return Ok(());
         };
+        if let Some(k) = s.req.logprobs.prompt {
+            let (positions, first) = f.prompt_rows.clone();
+            for (i, p) in positions.enumerate() {
+                let row = first + i;
+                let lg = &logits[row * vocab..(row + 1) * vocab];
+                s.prompt_logprobs
+                    .push(token_logprob(lg, s.req.prompt[p + 1], k));
+            }
+        }
         // The schedule runs after an append only (a kept prompt is one append).
         if !f.final_append {
             return Ok(());
@@ -222,8 +241,9 @@ impl Engine {
         };
         let lg = &logits[row * vocab..(row + 1) * vocab];
         let tok = s.sampler.sample(lg);
+        let lp = s.req.logprobs.generated.map(|k| token_logprob(lg, tok, k));
         // On error the samples still to fork fail with this sequence (`Engine::fail`).
-        events.push(accept_token(&self.tokenizer, s, tok)?);
+        events.push(accept_token(&self.tokenizer, s, tok, lp)?);
         let forks = std::mem::take(&mut s.forks);
         self.totals.generated_tokens_total += 1;
         if !forks.is_empty() {
@@ -286,11 +306,18 @@ impl Engine {
                 started: true,
                 fed_most: p.fed_most,
                 prefix_blocks: None,
+                logprobs: Vec::new(),
+                prompt_logprobs: p.prompt_logprobs.clone(),
             };
             child.stats.generated_tokens = 0;
             self.sched.join_running(id);
             let tok = child.sampler.sample(lg);
-            let ev = accept_token(&self.tokenizer, &mut child, tok);
+            let lp = child
+                .req
+                .logprobs
+                .generated
+                .map(|k| token_logprob(lg, tok, k));
+            let ev = accept_token(&self.tokenizer, &mut child, tok, lp);
             self.seqs.insert(id, child);
             match ev {
                 Ok(ev) => {
@@ -326,8 +353,12 @@ fn accept_token(
     tokenizer: &rkv_model::Tokenizer,
     s: &mut Sequence,
     tok: u32,
+    logprob: Option<TokenLogprob>,
 ) -> Result<TokenEvent> {
     s.generated.push(tok);
+    if let Some(lp) = &logprob {
+        s.logprobs.push(lp.clone());
+    }
     s.stats.generated_tokens += 1;
     let mut finished = None;
     let is_eos = !s.req.ignore_eos && tokenizer.is_eos(tok);
@@ -380,5 +411,6 @@ fn accept_token(
         token: tok,
         text,
         finished,
+        logprob,
     })
 }

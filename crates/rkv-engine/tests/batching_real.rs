@@ -46,6 +46,7 @@ fn prompts(e: &Engine) -> Vec<Vec<u32>> {
 
 fn request(prompt: &[u32]) -> GenerationRequest {
     GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.to_vec(),
         sampling: SamplingParams::default(),
         max_tokens: MAX_TOKENS,

@@ -27,6 +27,7 @@ fn compressed_generation_stays_within_budget_plus_buffer() {
     let prompt = e.tokenizer().encode(&text).expect("encode");
     let mut run = |policy: PolicyKind, max_tokens: usize| {
         let req = GenerationRequest {
+            logprobs: Default::default(),
             prompt: prompt.clone(),
             sampling: SamplingParams::default(),
             max_tokens,
@@ -90,6 +91,7 @@ fn a_long_prompt_compressed_in_chunks_stays_within_budget_buffer_chunk() {
     prompt.truncate(7000);
     let run = |e: &mut rkv_engine::Engine, mode: PromptMode| {
         let req = GenerationRequest {
+            logprobs: Default::default(),
             prompt: prompt.clone(),
             sampling: SamplingParams::default(),
             max_tokens: 4,

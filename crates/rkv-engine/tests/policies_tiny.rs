@@ -40,6 +40,7 @@ fn comp(policy: PolicyKind, budget: usize) -> CompressionConfig {
 
 fn request(prompt: &[u32], max_tokens: usize) -> GenerationRequest {
     GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.to_vec(),
         sampling: SamplingParams::default(),
         max_tokens,

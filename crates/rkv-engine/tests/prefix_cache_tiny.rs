@@ -15,6 +15,7 @@ use tiny::{random_prompt, TinyModel, BLOCK_SIZE, SPECS};
 
 fn request(prompt: &[u32], max_tokens: usize) -> GenerationRequest {
     GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.to_vec(),
         sampling: SamplingParams {
             temperature: 0.0,

@@ -37,6 +37,7 @@ fn comp(policy: PolicyKind, prompt: PromptMode, chunk: usize) -> CompressionConf
 
 fn request(prompt: &[u32]) -> GenerationRequest {
     GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.to_vec(),
         sampling: SamplingParams::default(),
         max_tokens: MAX_TOKENS,

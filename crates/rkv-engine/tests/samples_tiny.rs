@@ -16,6 +16,7 @@ const PROMPT: usize = 21; // not a whole number of blocks: the last one is share
 
 fn request(prompt: &[u32], seed: u64) -> GenerationRequest {
     GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.to_vec(),
         sampling: SamplingParams {
             temperature: 0.9,

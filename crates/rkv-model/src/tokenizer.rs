@@ -9,6 +9,7 @@ mod gguf;
 mod hf;
 mod pretokenizer;
 mod stream;
+mod token_bytes;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -185,3 +185,24 @@ fn tricky_texts_round_trip() {
     assert_eq!(ids.len(), 4);
     assert!(tok.decode(&[u32::MAX], false).is_err());
 }
+
+#[test]
+fn token_bytes_put_together_give_the_text() {
+    let tok = load_tokenizer();
+    for row in load_reference("transformers_f32_greedy.jsonl") {
+        let rendered = row["rendered"].as_str().expect("rendered");
+        let bytes: Vec<u8> = ids(&row["prompt_token_ids"])
+            .iter()
+            .flat_map(|&id| tok.token_bytes(id))
+            .collect();
+        assert_eq!(String::from_utf8(bytes).expect("UTF-8"), rendered);
+    }
+    // A multi-byte character split over tokens: each part is its own bytes.
+    let ids = tok.encode_raw("naïve 日本語 🦀").expect("encode");
+    let bytes: Vec<u8> = ids.iter().flat_map(|&id| tok.token_bytes(id)).collect();
+    assert_eq!(bytes, "naïve 日本語 🦀".as_bytes());
+    assert!(ids
+        .iter()
+        .any(|&id| tok.token_text(id).contains('\u{fffd}')));
+    assert_eq!(tok.token_text(2), "<|im_end|>");
+}

@@ -9,13 +9,14 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::generation::Generation;
-use crate::response::{choice, whole, Meta, Usage};
+use crate::response::{whole, Meta, Usage};
+use crate::shaper::Shaper;
 
 pub async fn collect(
     mut gen: Generation,
     meta: &Meta,
     mut usage: Usage,
-    opens_think: bool,
+    shaper: &Shaper,
 ) -> Result<Value, ApiError> {
     let mut outputs: Vec<Option<GenerationOutput>> = vec![None; gen.n()];
     while let Some(ev) = gen.next().await {
@@ -39,7 +40,14 @@ pub async fn collect(
         let out = out
             .as_ref()
             .ok_or_else(|| ApiError::Internal(format!("sample {i} ended without an output")))?;
-        choices.push(choice(meta.endpoint, i, out, opens_think));
+        choices.push(shaper.choice(i, out));
     }
-    Ok(whole(meta, choices, &usage))
+    if shaper.score_only() {
+        usage.completion_tokens = 0;
+    }
+    let mut body = whole(meta, choices, &usage);
+    if let Value::Object(m) = &mut body {
+        shaper.top_level(m);
+    }
+    Ok(body)
 }

@@ -152,9 +152,24 @@ impl From<JsonRejection> for ApiError {
             JsonRejection::BytesRejection(b) if b.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 ApiError::PayloadTooLarge(detail)
             }
+            JsonRejection::JsonDataError(_) => ApiError::InvalidRequest {
+                param: field_of(&detail),
+                message: format!("invalid JSON body: {detail}"),
+            },
             _ => ApiError::invalid(format!("invalid JSON body: {detail}")),
         }
     }
+}
+
+/// The field a JSON data error names (`... target type: echo: invalid type ...`: `echo`).
+fn field_of(detail: &str) -> Option<String> {
+    let (_, rest) = detail.split_once("target type: ")?;
+    let (path, _) = rest.split_once(": ")?;
+    let ok = !path.is_empty()
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
+    ok.then(|| path.to_string())
 }
 
 impl IntoResponse for ApiError {

@@ -12,7 +12,7 @@
 
 use rkv_core::config::CompressionConfig;
 use rkv_engine::handle::Submission;
-use rkv_engine::{GenerationRequest, SamplingParams};
+use rkv_engine::{GenerationRequest, LogprobsRequest, SamplingParams};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -32,10 +32,25 @@ pub struct Defaults {
     pub default_max_tokens: Option<usize>,
 }
 
+/// What an answer shows besides the text, as the endpoint's own fields asked for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shown {
+    /// Log-probabilities of the generated tokens with this many alternatives each.
+    pub logprobs: Option<usize>,
+    /// Completions' `echo`: the prompt's text first (and, with `logprobs`, its tokens').
+    pub echo: bool,
+    /// `return_token_ids`.
+    pub token_ids: bool,
+}
+
 /// A checked request, ready to submit.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub submission: Submission,
+    pub shown: Shown,
+    /// `max_tokens: 0` with `echo`: the prompt is scored and nothing is generated (the
+    /// engine samples one token from the prompt's logits; the answer leaves it out).
+    pub score_only: bool,
     /// The compression the request runs with (the submission carries it too).
     pub compression: CompressionConfig,
     pub stream: bool,
@@ -49,6 +64,7 @@ pub fn plan(
     prompt_param: &str,
     c: &CommonFields,
     d: &Defaults,
+    shown: Shown,
 ) -> Result<Plan, ApiError> {
     unsupported(c)?;
     let n = match c.n {
@@ -62,7 +78,21 @@ pub fn plan(
         }
         Some(n) => n as usize,
     };
-    let max_tokens = max_tokens(prompt.len(), prompt_param, c, d)?;
+    if shown.echo && n > 1 {
+        return Err(ApiError::invalid_param(
+            "echo",
+            "echo is supported with n = 1 only",
+        ));
+    }
+    let stream = c.stream.unwrap_or(false);
+    if shown.echo && stream {
+        return Err(ApiError::invalid_param(
+            "echo",
+            "echo is not supported with stream",
+        ));
+    }
+    let asked = max_tokens(prompt.len(), prompt_param, c, d, shown.echo)?;
+    let score_only = asked == 0;
     let sampling = SamplingParams {
         temperature: c.temperature.unwrap_or(1.0) as f32,
         top_k: top_k(c.top_k)?,
@@ -70,7 +100,6 @@ pub fn plan(
         seed: seed(c.seed.as_ref())?,
     };
     let compression = kv_compression::resolve(c.kv_compression.as_ref(), d.compression)?;
-    let stream = c.stream.unwrap_or(false);
     let include_usage = stream
         && c.stream_options
             .as_ref()
@@ -81,9 +110,13 @@ pub fn plan(
             request: GenerationRequest {
                 prompt,
                 sampling,
-                max_tokens,
+                max_tokens: asked.max(1),
                 ignore_eos: c.ignore_eos.unwrap_or(false),
                 stop: stops(c.stop.as_ref())?,
+                logprobs: LogprobsRequest {
+                    generated: shown.logprobs,
+                    prompt: shown.logprobs.filter(|_| shown.echo),
+                },
             },
             compression: Some(compression),
             n,
@@ -91,6 +124,8 @@ pub fn plan(
         compression,
         stream,
         include_usage,
+        shown,
+        score_only,
     })
 }
 
@@ -102,12 +137,6 @@ fn unsupported(c: &CommonFields) -> Result<(), ApiError> {
         Some(Value::Array(a)) => a.is_empty(),
         Some(_) => false,
     };
-    if !off(&c.logprobs) {
-        return Err(ApiError::invalid_param(
-            "logprobs",
-            "logprobs are not supported",
-        ));
-    }
     if !off(&c.tools) {
         return Err(ApiError::invalid_param("tools", "tools are not supported"));
     }
@@ -119,15 +148,17 @@ fn max_tokens(
     prompt_param: &str,
     c: &CommonFields,
     d: &Defaults,
+    echo: bool,
 ) -> Result<usize, ApiError> {
     let (param, asked) = match (c.max_completion_tokens, c.max_tokens) {
         (Some(v), _) => ("max_completion_tokens", Some(v)),
         (None, v) => ("max_tokens", v),
     };
     match asked {
+        Some(0) if echo => Ok(0),
         Some(0) => Err(ApiError::invalid_param(
             param,
-            format!("{param} must be at least 1"),
+            format!("{param} must be at least 1 (0 only with echo)"),
         )),
         // Beyond the context is the engine's refusal (it names the numbers).
         Some(v) => Ok(usize::try_from(v).unwrap_or(usize::MAX)),
@@ -144,6 +175,18 @@ fn max_tokens(
             }
             Ok(d.default_max_tokens.map_or(rest, |cap| rest.min(cap)))
         }
+    }
+}
+
+/// An optional boolean field: `null` or absent is `false`.
+pub fn flag(param: &str, v: Option<&Value>) -> Result<bool, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(ApiError::invalid_param(
+            param,
+            format!("{param} must be a boolean, got {v}"),
+        )),
     }
 }
 
@@ -219,7 +262,14 @@ mod tests {
 
     #[test]
     fn defaults_fill_in() {
-        let p = plan(vec![1; 30], "prompt", &fields(json!({})), &defaults()).unwrap();
+        let p = plan(
+            vec![1; 30],
+            "prompt",
+            &fields(json!({})),
+            &defaults(),
+            Shown::default(),
+        )
+        .unwrap();
         let r = &p.submission.request;
         assert_eq!(r.max_tokens, 70);
         assert_eq!(r.sampling.temperature, 1.0);
@@ -231,7 +281,14 @@ mod tests {
             default_max_tokens: Some(16),
             ..defaults()
         };
-        let p = plan(vec![1; 30], "prompt", &fields(json!({})), &capped).unwrap();
+        let p = plan(
+            vec![1; 30],
+            "prompt",
+            &fields(json!({})),
+            &capped,
+            Shown::default(),
+        )
+        .unwrap();
         assert_eq!(p.submission.request.max_tokens, 16);
     }
 
@@ -243,7 +300,7 @@ mod tests {
             "stream_options": {"include_usage": true}, "ignore_eos": true,
             "kv_compression": {"policy": "rkv", "budget": 64}
         }));
-        let p = plan(vec![1; 3], "prompt", &c, &defaults()).unwrap();
+        let p = plan(vec![1; 3], "prompt", &c, &defaults(), Shown::default()).unwrap();
         let r = &p.submission.request;
         assert_eq!(r.max_tokens, 7);
         assert_eq!(r.sampling.temperature, 0.0);
@@ -253,6 +310,35 @@ mod tests {
         assert!(r.ignore_eos && p.stream && p.include_usage);
         assert_eq!(p.submission.n, 2);
         assert_eq!(p.compression.budget, 64);
+    }
+
+    #[test]
+    fn echo_with_no_tokens_scores_the_prompt() {
+        let echo = Shown {
+            logprobs: Some(1),
+            echo: true,
+            token_ids: false,
+        };
+        let c = fields(json!({"max_tokens": 0}));
+        let p = plan(vec![1; 3], "prompt", &c, &defaults(), echo).unwrap();
+        assert!(p.score_only);
+        let r = &p.submission.request;
+        assert_eq!(r.max_tokens, 1);
+        assert_eq!(r.logprobs.prompt, Some(1));
+        assert_eq!(r.logprobs.generated, Some(1));
+        // Without echo the prompt's own are not computed.
+        let c = fields(json!({"max_tokens": 2}));
+        let no_echo = Shown {
+            echo: false,
+            ..echo
+        };
+        let p = plan(vec![1; 3], "prompt", &c, &defaults(), no_echo).unwrap();
+        assert!(!p.score_only);
+        assert_eq!(p.submission.request.logprobs.prompt, None);
+        for body in [json!({"n": 2}), json!({"stream": true})] {
+            let e = plan(vec![1; 3], "prompt", &fields(body), &defaults(), echo).unwrap_err();
+            assert_eq!(e.body()["error"]["param"], "echo");
+        }
     }
 
     #[test]
@@ -266,16 +352,29 @@ mod tests {
             (json!({"seed": "a"}), "seed"),
             (json!({"stop": 3}), "stop"),
             (json!({"stop": ["a", 1]}), "stop"),
-            (json!({"logprobs": true}), "logprobs"),
             (
                 json!({"kv_compression": {"policy": "nope"}}),
                 "kv_compression",
             ),
         ] {
-            let e = plan(vec![1; 3], "prompt", &fields(body.clone()), &defaults()).unwrap_err();
+            let e = plan(
+                vec![1; 3],
+                "prompt",
+                &fields(body.clone()),
+                &defaults(),
+                Shown::default(),
+            )
+            .unwrap_err();
             assert_eq!(e.body()["error"]["param"], param, "{body}");
         }
-        let e = plan(vec![1; 100], "prompt", &fields(json!({})), &defaults()).unwrap_err();
+        let e = plan(
+            vec![1; 100],
+            "prompt",
+            &fields(json!({})),
+            &defaults(),
+            Shown::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.body()["error"]["param"], "prompt");
     }
 }

@@ -1,6 +1,6 @@
 //! A request's prompt as tokens: chat messages rendered with the model's chat template
 //! (generation prompt added), or a completion prompt (a string, an array of one string,
-//! or an array of token ids) encoded as it is.
+//! an array of token ids, or an array of one such array) encoded as it is.
 //!
 //! Must not know: HTTP, sampling, the engine.
 
@@ -16,6 +16,8 @@ use crate::request::ChatMessageIn;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prompt {
     pub tokens: Vec<u32>,
+    /// The text the tokens came from (`None` for a prompt given as token ids).
+    pub text: Option<String>,
     /// The rendered prompt ends by opening a think block: the output starts in reasoning.
     pub opens_think: bool,
 }
@@ -42,6 +44,7 @@ pub fn chat_prompt(tok: &Tokenizer, messages: &[ChatMessageIn]) -> Result<Prompt
     Ok(Prompt {
         tokens,
         opens_think: prompt_opens_think(&rendered),
+        text: Some(rendered),
     })
 }
 
@@ -97,23 +100,14 @@ pub fn completion_prompt(tok: &Tokenizer, prompt: &Value) -> Result<Prompt, ApiE
         Value::Array(items) => match items.as_slice() {
             [Value::String(s)] => s.as_str(),
             [] => return Err(ApiError::invalid_param("prompt", "prompt is empty")),
-            [Value::String(_), ..] => {
+            [Value::Array(ids)] => return token_prompt(ids).ok_or_else(bad),
+            [Value::String(_), ..] | [Value::Array(_), ..] => {
                 return Err(ApiError::invalid_param(
                     "prompt",
                     "only one prompt per request is supported (use n for several samples)",
                 ))
             }
-            ids => {
-                let tokens = ids
-                    .iter()
-                    .map(|v| v.as_u64().and_then(|x| u32::try_from(x).ok()))
-                    .collect::<Option<Vec<u32>>>()
-                    .ok_or_else(bad)?;
-                return Ok(Prompt {
-                    tokens,
-                    opens_think: false,
-                });
-            }
+            ids => return token_prompt(ids).ok_or_else(bad),
         },
         _ => return Err(bad()),
     };
@@ -122,6 +116,20 @@ pub fn completion_prompt(tok: &Tokenizer, prompt: &Value) -> Result<Prompt, ApiE
         .map_err(|e| ApiError::invalid_param("prompt", format!("cannot tokenize: {e}")))?;
     Ok(Prompt {
         tokens,
+        text: Some(text.to_string()),
+        opens_think: false,
+    })
+}
+
+/// A prompt given as token ids (`None` if one is not a u32).
+fn token_prompt(ids: &[Value]) -> Option<Prompt> {
+    let tokens = ids
+        .iter()
+        .map(|v| v.as_u64().and_then(|x| u32::try_from(x).ok()))
+        .collect::<Option<Vec<u32>>>()?;
+    Some(Prompt {
+        tokens,
+        text: None,
         opens_think: false,
     })
 }

@@ -1,5 +1,6 @@
 //! The request bodies the server accepts, as JSON: OpenAI's chat and completion fields
-//! plus rkv's extensions (`kv_compression`, `ignore_eos`, `top_k`).
+//! plus rkv's extensions (`kv_compression`, `ignore_eos`, `top_k`) and vLLM's
+//! `return_token_ids`.
 //!
 //! Owns only the wire shapes and the JSON extractor that turns axum's rejections into
 //! OpenAI error bodies. Fields whose JSON type varies (`stop`, `prompt`, `content`,
@@ -21,6 +22,9 @@ pub struct ChatRequest {
     #[serde(default)]
     pub model: Option<String>,
     pub messages: Vec<ChatMessageIn>,
+    /// Alternatives per token (0-20) with `logprobs: true`.
+    #[serde(default)]
+    pub top_logprobs: Option<Value>,
     #[serde(flatten)]
     pub common: CommonFields,
 }
@@ -81,9 +85,14 @@ pub struct CommonFields {
     /// rkv extension: this request's KV compression.
     #[serde(default)]
     pub kv_compression: Option<KvCompressionIn>,
-    /// Not supported: anything but `null`/`false`/`0` is refused.
+    /// Chat: a boolean; completions: alternatives per token (0-20). Checked per endpoint.
     #[serde(default)]
     pub logprobs: Option<Value>,
+    /// vLLM's extension: the prompt's and each choice's token ids in the answer.
+    /// A boolean, checked where the error can name it (flattened fields lose their path
+    /// in serde's errors).
+    #[serde(default)]
+    pub return_token_ids: Option<Value>,
     /// Not supported: a non-empty array is refused.
     #[serde(default)]
     pub tools: Option<Value>,

@@ -205,6 +205,8 @@ mod tests {
                 kv_bytes_peak: slots * 100,
                 ..SeqStats::default()
             },
+            logprobs: None,
+            prompt_logprobs: None,
         }
     }
 

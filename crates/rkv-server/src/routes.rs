@@ -16,10 +16,12 @@ use serde_json::{json, Value};
 use crate::complete::collect;
 use crate::error::ApiError;
 use crate::generation::Generation;
-use crate::params::{plan, Defaults, Plan};
+use crate::logprobs::{chat_ask, completion_ask};
+use crate::params::{flag, plan, Defaults, Plan, Shown};
 use crate::prompt::{chat_prompt, completion_prompt, Prompt};
 use crate::request::{ApiJson, ChatRequest, CompletionRequest};
 use crate::response::{Endpoint, Meta, Usage};
+use crate::shaper::Shaper;
 use crate::sse;
 use crate::state::AppState;
 
@@ -41,11 +43,17 @@ async fn chat(State(st): State<AppState>, ApiJson(req): ApiJson<ChatRequest>) ->
     let res = async {
         check_model(&st, req.model.as_deref())?;
         let prompt = chat_prompt(st.handle().tokenizer(), &req.messages)?;
+        let shown = Shown {
+            logprobs: chat_ask(req.common.logprobs.as_ref(), req.top_logprobs.as_ref())?,
+            echo: false,
+            token_ids: flag("return_token_ids", req.common.return_token_ids.as_ref())?,
+        };
         let p = plan(
             prompt.tokens.clone(),
             "messages",
             &req.common,
             &defaults(&st),
+            shown,
         )?;
         generate(&st, Endpoint::Chat, &prompt, p, arrival).await
     };
@@ -59,9 +67,6 @@ async fn completions(
     let arrival = Instant::now();
     let res = async {
         check_model(&st, req.model.as_deref())?;
-        if req.echo == Some(true) {
-            return Err(ApiError::invalid_param("echo", "echo is not supported"));
-        }
         if req.best_of.is_some_and(|b| b > 1) {
             return Err(ApiError::invalid_param(
                 "best_of",
@@ -72,7 +77,18 @@ async fn completions(
             return Err(ApiError::invalid_param("suffix", "suffix is not supported"));
         }
         let prompt = completion_prompt(st.handle().tokenizer(), &req.prompt)?;
-        let p = plan(prompt.tokens.clone(), "prompt", &req.common, &defaults(&st))?;
+        let shown = Shown {
+            logprobs: completion_ask(req.common.logprobs.as_ref())?,
+            echo: req.echo.unwrap_or(false),
+            token_ids: flag("return_token_ids", req.common.return_token_ids.as_ref())?,
+        };
+        let p = plan(
+            prompt.tokens.clone(),
+            "prompt",
+            &req.common,
+            &defaults(&st),
+            shown,
+        )?;
         generate(&st, Endpoint::Completion, &prompt, p, arrival).await
     };
     res.await.unwrap_or_else(IntoResponse::into_response)
@@ -106,17 +122,17 @@ async fn generate(
     let usage = Usage::new(prompt.tokens.len(), p.compression);
     let stops = p.submission.request.stop.clone();
     let gen = Generation::start(st, p.submission, arrival)?;
+    let out = Shaper::new(
+        endpoint,
+        st.handle().tokenizer().clone(),
+        prompt.clone(),
+        p.shown,
+        p.score_only,
+    );
     if p.stream {
-        Ok(sse::respond(
-            gen,
-            meta,
-            usage,
-            p.include_usage,
-            &stops,
-            prompt.opens_think,
-        ))
+        Ok(sse::respond(gen, meta, usage, p.include_usage, &stops, out))
     } else {
-        let body = collect(gen, &meta, usage, prompt.opens_think).await?;
+        let body = collect(gen, &meta, usage, &out).await?;
         Ok(Json(body).into_response())
     }
 }

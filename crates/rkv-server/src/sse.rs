@@ -22,6 +22,7 @@ use crate::error::ApiError;
 use crate::generation::Generation;
 use crate::reasoning::{ReasoningSplitter, Split};
 use crate::response::{chunk, usage_chunk, Endpoint, Meta, Usage};
+use crate::shaper::{Pending, Shaper};
 use crate::stop_text::StopHoldback;
 
 /// How often an idle stream sends an SSE comment (a queued request shows it is alive,
@@ -37,6 +38,8 @@ enum Phase {
 
 struct Sample {
     hold: StopHoldback,
+    /// Tokens not yet shown in a chunk.
+    pending: Pending,
     /// Chat only.
     splitter: Option<ReasoningSplitter>,
     ended: bool,
@@ -49,6 +52,7 @@ struct StreamState {
     include_usage: bool,
     samples: Vec<Sample>,
     phase: Phase,
+    shaper: Shaper,
 }
 
 /// The SSE response of a submitted request.
@@ -58,11 +62,13 @@ pub fn respond(
     usage: Usage,
     include_usage: bool,
     stops: &[String],
-    opens_think: bool,
+    shaper: Shaper,
 ) -> Response {
+    let opens_think = shaper.opens_think();
     let samples = (0..gen.n())
         .map(|_| Sample {
             hold: StopHoldback::new(stops),
+            pending: Pending::default(),
             splitter: (meta.endpoint == Endpoint::Chat)
                 .then(|| ReasoningSplitter::new(opens_think)),
             ended: false,
@@ -75,6 +81,7 @@ pub fn respond(
         include_usage,
         samples,
         phase: Phase::Start,
+        shaper,
     };
     let events = stream::unfold(state, |mut st| async move {
         let evs = st.next_events().await?;
@@ -108,7 +115,11 @@ impl StreamState {
                                 let mut d = Map::new();
                                 d.insert("role".into(), json!("assistant"));
                                 d.insert("content".into(), json!(""));
-                                data(&chunk(&self.meta, i, d, None, self.include_usage))
+                                let mut c = chunk(&self.meta, i, d, None, self.include_usage);
+                                if let (0, Value::Object(m)) = (i, &mut c) {
+                                    self.shaper.top_level(m);
+                                }
+                                data(&c)
                             })
                             .collect();
                         return Some(role);
@@ -136,8 +147,14 @@ impl StreamState {
     fn on_event(&mut self, ev: RequestEvent) -> Vec<Event> {
         let mut evs = Vec::new();
         match ev {
-            RequestEvent::Token { index, text, .. } => {
+            RequestEvent::Token {
+                index,
+                token,
+                text,
+                logprob,
+            } => {
                 if let Some(s) = self.samples.get_mut(index).filter(|s| !s.ended) {
+                    s.pending.push(token, logprob);
                     let now = s.hold.push(&text);
                     let split = split(s, &now);
                     self.text_event(index, split, &mut evs);
@@ -156,13 +173,14 @@ impl StreamState {
                     self.text_event(index, sp, &mut evs);
                     self.usage.add(&output.stats);
                     let finish = output.finish_reason.as_str();
-                    evs.push(data(&chunk(
+                    let c = chunk(
                         &self.meta,
                         index,
                         Map::new(),
                         Some(finish),
                         self.include_usage,
-                    )));
+                    );
+                    evs.push(self.shaped(index, c));
                 }
             }
             RequestEvent::Failed { index, error } => {
@@ -175,8 +193,18 @@ impl StreamState {
         evs
     }
 
+    /// `c` with the tokens sample `index` received since its last chunk.
+    fn shaped(&mut self, index: usize, mut c: Value) -> Event {
+        if let Some(s) = self.samples.get_mut(index) {
+            if let Some(choice) = c.get_mut("choices").and_then(|v| v.get_mut(0)) {
+                self.shaper.stream_choice(choice, &mut s.pending);
+            }
+        }
+        data(&c)
+    }
+
     /// A chunk with the text of `sp`, if there is any.
-    fn text_event(&self, index: usize, sp: Split, evs: &mut Vec<Event>) {
+    fn text_event(&mut self, index: usize, sp: Split, evs: &mut Vec<Event>) {
         let mut d = Map::new();
         if !sp.reasoning.is_empty() {
             d.insert("reasoning_content".into(), json!(sp.reasoning));
@@ -185,7 +213,8 @@ impl StreamState {
             d.insert("content".into(), json!(sp.content));
         }
         if !d.is_empty() {
-            evs.push(data(&chunk(&self.meta, index, d, None, self.include_usage)));
+            let c = chunk(&self.meta, index, d, None, self.include_usage);
+            evs.push(self.shaped(index, c));
         }
     }
 }

@@ -94,7 +94,7 @@ async fn broken_bodies_get_4xx_with_an_error_object() {
         ),
         (CHAT, chat_with(json!({"stream": "yes"})), json_ct, 400),
         (CHAT, chat_with(json!({"stream_options": 3})), json_ct, 400),
-        (CHAT, chat_with(json!({"logprobs": true})), json_ct, 400),
+        (CHAT, chat_with(json!({"logprobs": 3})), json_ct, 400),
         (
             CHAT,
             chat_with(json!({"kv_compression": "rkv"})),
@@ -190,7 +190,7 @@ async fn broken_bodies_get_4xx_with_an_error_object() {
         (COMP, br#"{"max_tokens": 1}"#.to_vec(), json_ct, 400),
         (
             COMP,
-            br#"{"prompt": "a", "echo": true}"#.to_vec(),
+            br#"{"prompt": "a", "echo": true, "n": 2}"#.to_vec(),
             json_ct,
             400,
         ),
@@ -265,6 +265,65 @@ async fn broken_bodies_get_4xx_with_an_error_object() {
         .post(CHAT, &json!({"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
         .await;
     assert_eq!(status, 200, "{resp}");
+    srv.stop().await;
+}
+
+/// Log-probability, echo and token-id requests the server refuses: a 400 naming the
+/// field, and the engine never sees them (no prompt tokens counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_logprob_requests_name_their_field() {
+    let srv = start(EngineConfig::default(), 64).await;
+    let comp = |extra: serde_json::Value| {
+        let mut b = json!({"prompt": "hi", "max_tokens": 2});
+        if let (Some(b), Some(e)) = (b.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        b.to_string().into_bytes()
+    };
+    let cases = [
+        (
+            CHAT,
+            chat_with(json!({"logprobs": true, "top_logprobs": 21})),
+            "top_logprobs",
+        ),
+        (
+            CHAT,
+            chat_with(json!({"logprobs": true, "top_logprobs": -1})),
+            "top_logprobs",
+        ),
+        (
+            CHAT,
+            chat_with(json!({"logprobs": true, "top_logprobs": "5"})),
+            "top_logprobs",
+        ),
+        (CHAT, chat_with(json!({"top_logprobs": 2})), "top_logprobs"),
+        (CHAT, chat_with(json!({"logprobs": 1})), "logprobs"),
+        (CHAT, chat_with(json!({"logprobs": "yes"})), "logprobs"),
+        (COMP, comp(json!({"logprobs": 21})), "logprobs"),
+        (COMP, comp(json!({"logprobs": true})), "logprobs"),
+        (COMP, comp(json!({"logprobs": [1]})), "logprobs"),
+        (COMP, comp(json!({"logprobs": 1.5})), "logprobs"),
+        (COMP, comp(json!({"echo": true, "n": 2})), "echo"),
+        (COMP, comp(json!({"echo": true, "stream": true})), "echo"),
+        (COMP, comp(json!({"max_tokens": 0})), "max_tokens"),
+        (COMP, comp(json!({"echo": "yes"})), "echo"),
+        (
+            COMP,
+            comp(json!({"return_token_ids": 1})),
+            "return_token_ids",
+        ),
+    ];
+    for (path, body, param) in cases {
+        let shown = String::from_utf8_lossy(&body).into_owned();
+        let (status, resp) = srv.post_raw(path, body, Some("application/json")).await;
+        assert_eq!(status, 400, "{shown}: {resp}");
+        let got = &resp["error"]["param"];
+        assert!(
+            got == param || got.as_str().is_some_and(|g| g.contains(param)),
+            "{shown}: {resp}"
+        );
+    }
+    assert_eq!(srv.metric("rkv_prompt_tokens_total").await, 0.0);
     srv.stop().await;
 }
 

@@ -3,8 +3,9 @@
 Usage: python openai_client.py BASE_URL MODEL_NAME   (BASE_URL like http://127.0.0.1:8000)
 
 Exercises chat and completions, whole and streamed, n = 3, include_usage, per-request
-KV compression through `extra_body` with `usage.kv` read back, and a bad request that
-must raise `openai.BadRequestError`. Exits non-zero (an AssertionError) on any mismatch;
+KV compression through `extra_body` with `usage.kv` read back, chat logprobs and a
+prompt scored with `echo` + `logprobs` + `max_tokens: 0`, and bad requests that must
+raise `openai.BadRequestError`. Exits non-zero (an AssertionError) on any mismatch;
 prints one line per check.
 """
 
@@ -100,8 +101,30 @@ def main():
     assert pieces == {c.index: c.text for c in whole.choices}, (pieces, whole)
     print("completion stream n=3: ok")
 
+    lp = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=5, temperature=0, logprobs=True, top_logprobs=2
+    )
+    content = lp.choices[0].logprobs.content
+    assert len(content) == lp.usage.completion_tokens, lp
+    for t in content:
+        assert isinstance(t.token, str) and t.logprob <= 0 and isinstance(t.bytes, list), t
+        assert len(t.top_logprobs) == 2 and t.top_logprobs[0].token == t.token, t
+    print("chat logprobs: ok", [(t.token, round(t.logprob, 3)) for t in content])
+
+    scored = client.completions.create(
+        model=model, prompt="The capital of France is Paris", max_tokens=0, echo=True, logprobs=1
+    )
+    c = scored.choices[0]
+    assert c.text == "The capital of France is Paris", c
+    assert c.logprobs.token_logprobs[0] is None and c.logprobs.top_logprobs[0] is None, c
+    assert all(v <= 0 for v in c.logprobs.token_logprobs[1:]), c
+    assert len(c.logprobs.tokens) == scored.usage.prompt_tokens and scored.usage.completion_tokens == 0
+    print("completion echo logprobs, max_tokens 0: ok", [round(v, 3) for v in c.logprobs.token_logprobs[1:]])
+
     for bad in (
         dict(extra_body={"kv_compression": {"policy": "nonsense"}}),
+        dict(logprobs=21),
+        dict(echo=True, n=2),
         dict(n=0),
         dict(max_tokens=10**9),
     ):

@@ -145,6 +145,7 @@ pub fn run(a: MathArgs) -> Result<()> {
     // Sample j of every problem is seeded with --seed + j (a request of n samples seeds
     // its sample j so).
     let request = |prompt: &Vec<u32>, j: u64| GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.clone(),
         sampling: SamplingParams {
             seed: a.seed.wrapping_add(j),

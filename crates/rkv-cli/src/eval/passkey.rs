@@ -229,6 +229,7 @@ pub fn run(a: PasskeyArgs) -> Result<()> {
                 for c in &configs {
                     bar.set_message(format!("{length} @{depth} {} {}", c.policy, c.budget));
                     let req = GenerationRequest {
+                        logprobs: Default::default(),
                         prompt: prompt.clone(),
                         sampling: SamplingParams::default(),
                         max_tokens: a.max_tokens,

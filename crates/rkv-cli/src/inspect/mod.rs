@@ -147,6 +147,7 @@ fn source_tokens(a: &InspectArgs, engine: &mut Engine) -> Result<(Vec<u32>, usiz
     }
     let prompt_len = prompt.len();
     let req = GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.clone(),
         sampling: a.sampling.checked()?,
         max_tokens,

@@ -107,6 +107,7 @@ pub fn ids(v: &Value) -> Vec<u32> {
 /// Greedy generation of at most `n` tokens, stopping at end-of-sequence.
 pub fn greedy(e: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
     let req = GenerationRequest {
+        logprobs: Default::default(),
         prompt: prompt.to_vec(),
         sampling: SamplingParams::default(),
         max_tokens: n,
