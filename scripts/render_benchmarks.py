@@ -411,10 +411,16 @@ def prefix_cache_section():
                 "| load | policy | prefix cache | prompt tokens from the cache | TTFT p50 ms | TTFT p99 ms | generated tok/s |",
                 "|---|---|---|---|---|---|---|"]
         for r in rows:
-            label = (f"{r['requests']} one at a time" if r["concurrency"] == 1 else
-                     f"{r['requests']} at once") + f", {r['shared_prefix']}-token shared prefix"
+            if r["load"] == "turns":
+                label = (f"{r['requests']} two-turn conversations one at a time, {r['shared_prefix']}-token "
+                         f"system prompt, {r['max_tokens']} tokens a turn: second turn")
+                ttft = r["ttft_later_turns_ms"]
+            else:
+                label = (f"{r['requests']} one at a time" if r["concurrency"] == 1 else
+                         f"{r['requests']} at once") + f", {r['shared_prefix']}-token shared prefix"
+                ttft = r["ttft_ms"]
             out.append(f"| {label} | {policy_name(r['policy'])} | {'on' if r['prefix_cache'] else 'off'} | "
-                       f"{r['cached_tokens']} | {r['ttft_ms']['p50']:.0f} | {r['ttft_ms']['p99']:.0f} | "
+                       f"{r['cached_tokens']} | {ttft['p50']:.0f} | {ttft['p99']:.0f} | "
                        f"{r['tokens_per_s']:.1f} |")
         pairs = {}
         for r in rows:
@@ -423,7 +429,13 @@ def prefix_cache_section():
         for (load, pol), p in pairs.items():
             if True in p and False in p:
                 on, off = p[True], p[False]
-                if load == "ttft":
+                if load == "turns":
+                    same = "the same" if on.get("output_digest") == off.get("output_digest") else "**different**"
+                    lines.append(f"- {policy_name(pol)}, two-turn conversations: second-turn TTFT p50 "
+                                 f"{off['ttft_later_turns_ms']['p50'] / max(on['ttft_later_turns_ms']['p50'], 1e-9):.1f}x "
+                                 f"lower with the cache; generated tokens {same} with and without it "
+                                 "(`output_digest`).")
+                elif load == "ttft":
                     lines.append(f"- {policy_name(pol)}, one at a time: TTFT p50 {off['ttft_ms']['p50'] / max(on['ttft_ms']['p50'], 1e-9):.1f}x "
                                  "lower with the cache.")
                 else:

@@ -64,6 +64,11 @@ pub struct ServeBenchArgs {
     /// with prefix caching, computed once)
     #[arg(long, default_value_t = 0)]
     pub shared_prefix: usize,
+    /// Conversations of this many turns: each of --requests is a conversation whose next
+    /// turn re-sends its whole history (the answer, then a short user message) as a chat
+    /// client does; --concurrency counts conversations in flight
+    #[arg(long, default_value_t = 1)]
+    pub turns: usize,
     /// One JSON object per configuration
     #[arg(long)]
     pub json: bool,
@@ -119,13 +124,23 @@ struct Outcome {
     /// Prompt tokens taken from the prefix cache (in-process runs).
     cached_tokens: Option<u64>,
     ttft_ms: Vec<f64>,
+    /// Time to first token of the turns after a conversation's first (`--turns`).
+    ttft_later_ms: Vec<f64>,
+    /// A hash of every request's generated token ids, in request order (in-process runs):
+    /// two runs that generate the same tokens have the same digest.
+    output_digest: Option<String>,
     tpot_ms: Vec<f64>,
 }
 
 pub fn run(a: ServeBenchArgs) -> Result<()> {
-    if a.requests == 0 || a.concurrency == 0 || a.max_tokens == 0 {
+    if a.requests == 0 || a.concurrency == 0 || a.max_tokens == 0 || a.turns == 0 {
         return Err(usage!(
-            "--requests, --concurrency and --max-tokens must be at least 1"
+            "--requests, --concurrency, --max-tokens and --turns must be at least 1"
+        ));
+    }
+    if a.turns > 1 && a.url.is_some() {
+        return Err(usage!(
+            "--turns is measured in-process only (leave out --url)"
         ));
     }
     let runs = policy_runs(&a.kv, a.compare_policy.as_deref())?;
@@ -154,7 +169,7 @@ pub fn run(a: ServeBenchArgs) -> Result<()> {
                 threads: a.model.threads,
             },
         )?;
-        let out = drive(&handle, &a, &prompts, name);
+        let out = drive(&handle, &a, &prompts, &texts, name);
         handle.shutdown();
         report(&a, name, comp, &out?)?;
     }
@@ -241,18 +256,74 @@ struct Timing {
     last: Option<Instant>,
     tokens: usize,
     done: bool,
+    /// [`fnv1a`] of its generated token ids.
+    digest: u64,
+}
+
+/// FNV-1a over token ids (little-endian bytes).
+fn fnv1a(ids: &[u32]) -> u64 {
+    ids.iter()
+        .flat_map(|id| id.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+/// The text a chat client appends to a conversation after the assistant's answer to ask
+/// for the next turn: the end of the answer, a user message, the generation prompt, as
+/// the model's chat template renders them.
+fn next_turn_text(tok: &Tokenizer) -> Result<String> {
+    let (q, a, next) = ("Q", "A", "Go on.");
+    let first = tok.apply_chat_template(&[ChatMessage::user(q)], true)?;
+    let both = tok.apply_chat_template(
+        &[
+            ChatMessage::user(q),
+            ChatMessage::new("assistant", a),
+            ChatMessage::user(next),
+        ],
+        true,
+    )?;
+    match both.strip_prefix(&format!("{first}{a}")) {
+        Some(rest) => Ok(rest.to_string()),
+        None => bail!(
+            "the chat template does not render a conversation as its first turn plus more \
+             (it rewrites the history), so --turns cannot extend it"
+        ),
+    }
+}
+
+/// One conversation: its text so far and the turn it is on.
+struct Conversation {
+    text: String,
+    turn: usize,
 }
 
 fn drive(
     handle: &EngineHandle,
     a: &ServeBenchArgs,
     prompts: &[Vec<u32>],
+    texts: &[String],
     name: &str,
 ) -> Result<Outcome> {
     let (tx, rx) = mpsc::channel::<(usize, RequestEvent)>();
-    let mut timing = vec![Timing::default(); a.requests];
+    let turns = a.turns;
+    let total = a.requests * turns;
+    let suffix = if turns > 1 {
+        next_turn_text(handle.tokenizer())?
+    } else {
+        String::new()
+    };
+    let ctx = handle.max_context();
+    // Request `c * turns + t` is turn `t` of conversation `c`.
+    let mut timing = vec![Timing::default(); total];
+    let mut convs: Vec<Conversation> = (0..a.requests)
+        .map(|c| Conversation {
+            text: texts[c % texts.len()].clone(),
+            turn: 0,
+        })
+        .collect();
     let bar = ProgressBar::with_draw_target(
-        Some((a.requests * a.max_tokens) as u64),
+        Some((total * a.max_tokens) as u64),
         ProgressDrawTarget::stderr(),
     );
     bar.set_style(
@@ -262,10 +333,20 @@ fn drive(
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message(name.to_string());
-    let submit = |i: usize, timing: &mut [Timing]| -> Result<()> {
+    let submit = |c: usize, prompt: Vec<u32>, timing: &mut [Timing], turn: usize| -> Result<()> {
+        let i = c * turns + turn;
+        if prompt.len() + a.max_tokens > ctx {
+            bail!(
+                "turn {} of conversation {c} has {} tokens: with --max-tokens {} it exceeds \
+                 the context of {ctx} (fewer --turns or --max-tokens)",
+                turn + 1,
+                prompt.len(),
+                a.max_tokens
+            );
+        }
         let req = GenerationRequest {
             logprobs: Default::default(),
-            prompt: prompts[i % prompts.len()].clone(),
+            prompt,
             sampling: SamplingParams {
                 temperature: a.temperature,
                 seed: i as u64,
@@ -293,12 +374,12 @@ fn drive(
     let t0 = Instant::now();
     let mut next = 0;
     while next < a.requests.min(a.concurrency) {
-        submit(next, &mut timing)?;
+        submit(next, prompts[next % prompts.len()].clone(), &mut timing, 0)?;
         next += 1;
     }
     let (mut done, mut generated) = (0, 0);
     let mut occ = Occupancy::default();
-    while done < a.requests {
+    while done < total {
         let m = handle.metrics().counters;
         occ.see(m.running, m.kv_blocks_used);
         let Ok((i, ev)) = rx.recv_timeout(Duration::from_millis(20)) else {
@@ -314,15 +395,24 @@ fn drive(
                 generated += 1;
                 bar.inc(1);
             }
-            RequestEvent::Finished { .. } | RequestEvent::Failed { .. } => {
-                if let RequestEvent::Failed { error, .. } = &ev {
-                    bar.finish_and_clear();
-                    bail!("request {i} failed: {error}");
-                }
+            RequestEvent::Failed { error, .. } => {
+                bar.finish_and_clear();
+                bail!("request {i} failed: {error}");
+            }
+            RequestEvent::Finished { output, .. } => {
                 t.done = true;
+                t.digest = fnv1a(&output.token_ids);
                 done += 1;
-                if next < a.requests {
-                    submit(next, &mut timing)?;
+                let c = i / turns;
+                let conv = &mut convs[c];
+                conv.turn += 1;
+                if conv.turn < turns {
+                    conv.text.push_str(&output.text);
+                    conv.text.push_str(&suffix);
+                    let prompt = handle.tokenizer().encode(&conv.text)?;
+                    submit(c, prompt, &mut timing, conv.turn)?;
+                } else if next < a.requests {
+                    submit(next, prompts[next % prompts.len()].clone(), &mut timing, 0)?;
                     next += 1;
                 }
             }
@@ -332,6 +422,18 @@ fn drive(
     bar.finish_and_clear();
     let m = handle.metrics().counters;
     let (ttft_ms, tpot_ms) = latencies(&timing);
+    let later: Vec<Timing> = timing
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % turns != 0)
+        .map(|(_, t)| t.clone())
+        .collect();
+    let (ttft_later_ms, _) = latencies(&later);
+    let digests: Vec<u32> = timing
+        .iter()
+        .flat_map(|t| [t.digest as u32, (t.digest >> 32) as u32])
+        .collect();
+    let output_digest = Some(format!("{:016x}", fnv1a(&digests)));
     occ.see(m.running, m.kv_blocks_used);
     Ok(Outcome {
         generated,
@@ -343,7 +445,9 @@ fn drive(
         preemptions: m.preemptions_total,
         cached_tokens: Some(m.prefix_cache_hits_total),
         ttft_ms,
+        ttft_later_ms,
         tpot_ms,
+        output_digest,
     })
 }
 
@@ -405,6 +509,12 @@ fn report(
                 "kv_dtype": a.kv.kv_dtype,
                 "threads": a.model.threads,
                 "shared_prefix": a.shared_prefix,
+                "turns": a.turns,
+                "output_digest": o.output_digest,
+                "ttft_later_turns_ms": (a.turns > 1).then(|| json!({
+                    "p50": quantile(&o.ttft_later_ms, 0.5),
+                    "p99": quantile(&o.ttft_later_ms, 0.99),
+                })),
                 "prefix_cache": !a.engine.no_prefix_cache,
                 "cached_tokens": o.cached_tokens,
                 "generated_tokens": o.generated,
@@ -432,6 +542,15 @@ fn report(
             o.blocks_total,
             o.preemptions,
         )?;
+        if a.turns > 1 {
+            outln!(
+                "  turns 2..{}: TTFT p50 {:.0} ms p99 {:.0} ms; prompt tokens from the prefix cache {}",
+                a.turns,
+                quantile(&o.ttft_later_ms, 0.5),
+                quantile(&o.ttft_later_ms, 0.99),
+                o.cached_tokens.unwrap_or(0),
+            )?;
+        }
     }
     Ok(())
 }

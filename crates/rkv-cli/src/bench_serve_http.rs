@@ -150,6 +150,8 @@ async fn drive_async(
         preemptions: end.preemptions.saturating_sub(start.preemptions),
         cached_tokens: None,
         ttft_ms,
+        ttft_later_ms: Vec::new(),
+        output_digest: None,
         tpot_ms,
     })
 }
