@@ -61,9 +61,20 @@ fn ids_of(v: Option<&Value>) -> Vec<u32> {
 /// The tokenizers crate checks this when a template is built in code but not when one is
 /// read from JSON, and indexes its map with the names while encoding, which panics on a
 /// missing one (found by fuzzing).
-fn check_templates(v: &Value) -> Result<(), String> {
+///
+/// Only the `decoder` and `post_processor` fields are looked at: tokenizers reads decoders
+/// and post-processors from nowhere else, and elsewhere a vocabulary holding the words
+/// `content`, `start` and `stop` (most real ones) would look like a Strip decoder.
+fn check_templates(doc: &Value) -> Result<(), String> {
+    ["decoder", "post_processor"]
+        .iter()
+        .filter_map(|k| doc.get(k))
+        .try_for_each(check_node)
+}
+
+fn check_node(v: &Value) -> Result<(), String> {
     match v {
-        Value::Array(items) => items.iter().try_for_each(check_templates),
+        Value::Array(items) => items.iter().try_for_each(check_node),
         Value::Object(o) => {
             // tokenizers 0.22's Strip decoder indexes before the start of a token shorter
             // than `stop` and slices backwards when the cuts overlap (found by fuzzing);
@@ -98,7 +109,7 @@ fn check_templates(v: &Value) -> Result<(), String> {
                     }
                 }
             }
-            o.values().try_for_each(check_templates)
+            o.values().try_for_each(check_node)
         }
         _ => Ok(()),
     }
@@ -242,6 +253,17 @@ mod tests {
         let uneven = serde_json::json!({"<s>": {"id": "<s>", "ids": [1, 2], "tokens": ["<s>"]}});
         let err = check_templates(&tp(pieces, uneven)).unwrap_err();
         assert!(err.contains("different lengths"), "{err}");
+    }
+
+    /// A vocabulary is data: one with the words of a Strip decoder's or a template's
+    /// fields (SmolLM2's and Qwen2.5's have them) is not checked as one.
+    #[test]
+    fn vocabulary_words_are_not_decoders() {
+        let vocab = serde_json::json!({"content": 5, "start": 6, "stop": 7, "single": 8,
+                                       "pair": 9, "special_tokens": 10});
+        let doc = serde_json::json!({"model": {"type": "BPE", "vocab": vocab},
+                                     "decoder": null, "post_processor": null});
+        assert_eq!(check_templates(&doc), Ok(()));
     }
 
     #[test]
