@@ -24,7 +24,7 @@ pub mod weights;
 pub use attention::{Attention, AttentionShape};
 pub use config::{Arch, ModelConfig};
 pub use error::{ModelError, Result};
-pub use model::{load, LoadedModel};
+pub use model::{load, load_tokenizer, LoadedModel, ModelTokenizer};
 pub use tokenizer::Tokenizer;
 pub use transformer::Transformer;
 pub use weights::WeightMode;

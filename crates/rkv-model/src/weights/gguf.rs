@@ -186,6 +186,12 @@ impl GgufSource {
         }
     }
 
+    /// `{arch}.context_length`, when the file names an architecture and gives it.
+    pub fn context_length(&self) -> Option<usize> {
+        let arch = self.meta("general.architecture")?.to_string().ok()?;
+        self.meta_usize(&format!("{arch}.context_length")).ok()
+    }
+
     pub fn arch(&self) -> Result<Arch> {
         let name = self
             .meta("general.architecture")
