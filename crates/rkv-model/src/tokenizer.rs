@@ -1,10 +1,12 @@
 //! Tokenizer: text <-> token ids for a model, built from a GGUF file's `tokenizer.ggml.*`
 //! metadata or from a Hugging Face directory (`tokenizer.json` + `tokenizer_config.json`),
-//! plus the model's special tokens (BOS/EOS), its chat template and streaming decoding.
+//! plus the model's special tokens (BOS/EOS), its chat template and streaming decoding;
+//! and written back out as a Hugging Face directory ([`Tokenizer::export_hf`]).
 //!
 //! Owns: vocabulary/merges loading, pre-tokenizer choice, BOS/EOS policy, decoding.
 //! Must not know: model weights, tensors, sampling, KV caches, HTTP.
 
+mod export;
 mod gguf;
 mod hf;
 mod pretokenizer;
@@ -18,6 +20,7 @@ use candle_core::quantized::gguf_file;
 
 use crate::chat_template::{ChatMessage, ChatTemplate, ChatTemplateError};
 
+pub use export::EXPORT_FILES;
 pub use pretokenizer::PreTokenizerKind;
 pub use stream::TokenStream;
 
@@ -40,6 +43,8 @@ pub enum TokenizerError {
     },
     #[error("cannot parse {path}: {reason}")]
     Parse { path: PathBuf, reason: String },
+    #[error("cannot export the tokenizer to {path}: {reason}")]
+    Export { path: PathBuf, reason: String },
     #[error("tokenizer: {0}")]
     Tokenizers(String),
     #[error("token id {0} is out of the vocabulary")]

@@ -7,96 +7,11 @@
 //! the workspace), else from the copies committed in `tests/data/` (the same files,
 //! 30 KB), and the test says which it read.
 
-use std::path::PathBuf;
+mod reference_files;
 
-use candle_core::quantized::gguf_file;
+use reference_files::{ids, load_reference, load_tokenizer};
 use rkv_model::chat_template::ChatMessage;
 use rkv_model::tokenizer::Tokenizer;
-use serde_json::Value;
-
-const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-fn model_path() -> PathBuf {
-    if let Ok(p) = std::env::var("RKV_MODEL_PATH") {
-        return PathBuf::from(p);
-    }
-    let home = std::env::var("RKV_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| ".".into())).join(".cache/rkv")
-        });
-    home.join("models").join(MODEL_FILE)
-}
-
-fn reference_dir() -> PathBuf {
-    std::env::var("RKV_REFERENCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/reference"
-            ))
-        })
-}
-
-fn load_tokenizer() -> Tokenizer {
-    let path = model_path();
-    assert!(
-        path.exists(),
-        "model file {} is missing: download it with `rkv fetch` (or point RKV_MODEL_PATH / \
-         RKV_HOME at a copy of {MODEL_FILE})",
-        path.display()
-    );
-    let mut file = std::fs::File::open(&path).expect("open model file");
-    let content = gguf_file::Content::read(&mut file).expect("read GGUF metadata");
-    Tokenizer::from_gguf(&content).expect("build tokenizer from GGUF")
-}
-
-/// `name` in the reference folder, else its committed copy; says which.
-fn reference_file(name: &str) -> PathBuf {
-    let shared = reference_dir().join(name);
-    if shared.exists() {
-        println!("reference: {}", shared.display());
-        return shared;
-    }
-    let local = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data")).join(name);
-    // Straight to the stream, so that a normal (captured) test run shows it too.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!(
-            "fallback: tokenizer_reference: {} is missing; using the committed copy {}\n",
-            shared.display(),
-            local.display()
-        )
-        .as_bytes(),
-    );
-    local
-}
-
-fn load_reference(name: &str) -> Vec<Value> {
-    let path = reference_file(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "reference file {name} is in neither the reference folder nor tests/data ({e}): \
-             set RKV_REFERENCE_DIR to the directory holding it (shared/reference)"
-        )
-    });
-    let rows: Vec<Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("reference line is JSON"))
-        .collect();
-    assert!(!rows.is_empty(), "{} has no rows", path.display());
-    rows
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .expect("id array")
-        .iter()
-        .map(|x| x.as_u64().expect("id") as u32)
-        .collect()
-}
 
 fn check_file(tok: &Tokenizer, name: &str) {
     for (i, row) in load_reference(name).iter().enumerate() {
