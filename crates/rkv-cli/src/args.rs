@@ -1,7 +1,7 @@
 //! Command-line argument groups shared by subcommands, and their translation into the
 //! typed configurations of the libraries (validated once, here).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -51,14 +51,20 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
     builder.build().context("cannot set up the thread pool")
 }
 
+/// The model file or directory `--model VALUE` names: a path when one exists there, else a
+/// known model's name (fetched if absent); omitted, the default model.
+pub fn model_path(value: Option<&Path>) -> Result<PathBuf> {
+    match value {
+        Some(value) => fetch::resolve_model(value),
+        None => fetch::ensure_default_model(),
+    }
+}
+
 impl ModelArgs {
     /// The model file or directory: `--model` as a path when one exists there, else as a
     /// known model's name (fetched if absent); omitted, the default model.
     pub fn path(&self) -> Result<PathBuf> {
-        match &self.model {
-            Some(value) => fetch::resolve_model(value),
-            None => fetch::ensure_default_model(),
-        }
+        model_path(self.model.as_deref())
     }
 
     /// The name a model goes by in reports and the server's model list: a known model's

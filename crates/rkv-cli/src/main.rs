@@ -10,6 +10,7 @@ mod bench_model;
 mod bench_serve;
 mod eval;
 mod exit;
+mod export_tokenizer;
 mod fetch;
 mod generate;
 mod inspect;
@@ -55,6 +56,9 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Write an HTML report of what the KV cache kept at every compression event
     Inspect(inspect::InspectArgs),
+    /// Write the model's tokenizer as a Hugging Face tokenizer directory (tokenizer.json,
+    /// tokenizer_config.json with the chat template, ...) that transformers loads offline
+    ExportTokenizer(export_tokenizer::ExportTokenizerArgs),
     /// Requantise a GGUF model to q4_k_m, q5_k_m, q6_k or q8_0 as llama-quantize does
     Quantize(quantize::QuantizeArgs),
 }
@@ -69,7 +73,7 @@ impl Cmd {
             Cmd::Eval(e) => e.threads(),
             Cmd::Serve(a) => a.model.threads,
             Cmd::Inspect(a) => a.model.threads,
-            Cmd::Quantize(_) => None,
+            Cmd::Quantize(_) | Cmd::ExportTokenizer(_) => None,
         }
     }
 
@@ -94,6 +98,7 @@ impl Cmd {
             Cmd::Serve(a) => serve::run(a),
             Cmd::Inspect(a) => inspect::run(a),
             Cmd::Quantize(a) => quantize::run(a),
+            Cmd::ExportTokenizer(a) => export_tokenizer::run(a),
         }
     }
 }
