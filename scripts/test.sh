@@ -9,11 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo run --release -q -p rkv-cli -- fetch
 # The tests with Python clients run in a virtual environment of their own: PyPI's
-# `openai`, and `transformers` with `jinja2` for chat templates (no torch: 350 MB).
+# `openai`, `transformers` with `jinja2` for chat templates, and lm-evaluation-harness
+# (0.4.10 and later need no torch: about 1 GB in all).
 if [ -z "${RKV_TEST_PYTHON:-}" ] && [ "${RKV_SKIP_PYTHON_CLIENT:-}" != 1 ]; then
     python3 -m venv target/openai-venv
     target/openai-venv/bin/pip install -q --disable-pip-version-check \
-        openai transformers jinja2
+        openai transformers jinja2 "lm-eval[api]>=0.4.10"
     export RKV_TEST_PYTHON="$PWD/target/openai-venv/bin/python"
 fi
 cargo test --release --workspace
