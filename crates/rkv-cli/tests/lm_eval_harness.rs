@@ -1,7 +1,7 @@
 //! lm-evaluation-harness, unchanged, against `rkv serve`: its own `local-completions`
 //! model runs a log-likelihood task and a `generate_until` task (`tests/data/lm_eval/`,
 //! local JSONL files) with the tokenizer from `rkv export-tokenizer`, the hub switched
-//! off. Its log-likelihoods must be the server's own (`echo` + `logprobs` read back
+//! off, two prompts per request (`--batch_size 2`). Its log-likelihoods must be the server's own (`echo` + `logprobs` read back
 //! directly), and the default model answers the two generation prompts.
 //!
 //! The interpreter comes from `RKV_TEST_PYTHON` (a virtual environment with `pip install
@@ -24,9 +24,16 @@ fn outputs(out: &Path) -> (Value, Vec<PathBuf>) {
     let mut samples = Vec::new();
     let mut stack = vec![out.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).expect("read lm-eval output").flatten() {
+        for e in std::fs::read_dir(&dir)
+            .expect("read lm-eval output")
+            .flatten()
+        {
             let p = e.path();
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+            let name = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_string();
             if p.is_dir() {
                 stack.push(p);
             } else if name.starts_with("results_") {
@@ -81,7 +88,11 @@ fn lm_evaluation_harness_runs_its_tasks_against_rkv_serve() {
         .arg(&tok)
         .output()
         .expect("run rkv export-tokenizer");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let srv = serve(&["--threads", "2"]);
     let results_dir = tmp.path().join("out");
@@ -92,9 +103,23 @@ fn lm_evaluation_harness_runs_its_tasks_against_rkv_serve() {
         tok.display()
     );
     let run = Command::new(&python)
-        .args(["-m", "lm_eval", "--model", "local-completions", "--model_args"])
+        .args([
+            "-m",
+            "lm_eval",
+            "--model",
+            "local-completions",
+            "--model_args",
+        ])
         .arg(&model_args)
-        .args(["--tasks", "rkv_mc,rkv_gen", "--include_path", ".", "--log_samples"])
+        .args([
+            "--tasks",
+            "rkv_mc,rkv_gen",
+            "--include_path",
+            ".",
+            "--log_samples",
+        ])
+        // Several prompts per request, as a batch.
+        .args(["--batch_size", "2"])
         .arg("--output_path")
         .arg(&results_dir)
         .current_dir(TASKS)
@@ -150,7 +175,10 @@ fn lm_evaluation_harness_runs_its_tasks_against_rkv_serve() {
                 continue; // the tokens merged across the boundary; lm-eval splits otherwise
             }
             let want = server_loglikelihood(srv.port, &ctx, &whole[ctx.len()..]);
-            assert!((ll - want).abs() < 1e-4, "{context:?} + {cont:?}: {ll} vs {want}");
+            assert!(
+                (ll - want).abs() < 1e-4,
+                "{context:?} + {cont:?}: {ll} vs {want}"
+            );
             checked += 1;
         }
     }

@@ -24,7 +24,7 @@ pub async fn collect(
             RequestEvent::Token { .. } => {}
             RequestEvent::Finished { index, output } => {
                 if let Some(slot) = outputs.get_mut(index) {
-                    usage.add(&output.stats);
+                    usage.add(index, &output.stats);
                     *slot = Some(output);
                 }
             }

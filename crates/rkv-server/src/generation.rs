@@ -1,8 +1,9 @@
-//! One request in flight: its submission to the engine, the channel its events arrive
-//! on (stamped with their arrival time on the engine thread), the latency metrics taken
-//! from those stamps, and cancellation: dropping a [`Generation`] before its samples
-//! have all ended (the client went away) cancels the request so that its KV blocks are
-//! freed at once.
+//! One request in flight: its submissions to the engine (one per prompt; a completions
+//! request may carry several), the channel their events arrive on (stamped with their
+//! arrival time on the engine thread, each sample renumbered into the request's choices:
+//! prompt `p`'s sample `j` is choice `p * n + j`), the latency metrics taken from those
+//! stamps, and cancellation: dropping a [`Generation`] before its samples have all ended
+//! (the client went away) cancels every submission so that its KV blocks are freed at once.
 //!
 //! Must not know: HTTP, response shapes.
 
@@ -14,17 +15,19 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Cancels its request when dropped, unless disarmed.
+/// Cancels its submissions when dropped, unless disarmed.
 struct CancelGuard {
     handle: EngineHandle,
-    id: RequestId,
+    ids: Vec<RequestId>,
     armed: bool,
 }
 
 impl Drop for CancelGuard {
     fn drop(&mut self) {
         if self.armed {
-            self.handle.cancel(self.id);
+            for &id in &self.ids {
+                self.handle.cancel(id);
+            }
         }
     }
 }
@@ -48,24 +51,37 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// Submits `sub`; refusals (bad input, full queue, shutting down) come back here.
+    /// Submits `subs` (one per prompt, each of the same `n`); a refusal (bad input, full
+    /// queue, shutting down) comes back here, and what was already submitted is cancelled.
     /// `arrival`: when the HTTP request arrived (time to first token counts from it).
-    pub fn start(state: &AppState, sub: Submission, arrival: Instant) -> Result<Self, ApiError> {
-        let n = sub.n;
+    pub fn start(
+        state: &AppState,
+        subs: Vec<Submission>,
+        arrival: Instant,
+    ) -> Result<Self, ApiError> {
         let (tx, rx) = unbounded_channel();
-        let sink = Box::new(move |ev: RequestEvent| tx.send((Instant::now(), ev)).is_ok());
-        let id = state.handle().submit(sub, sink)?;
+        let mut guard = CancelGuard {
+            handle: state.handle().clone(),
+            ids: Vec::with_capacity(subs.len()),
+            armed: true,
+        };
+        let mut total = 0;
+        for sub in subs {
+            let offset = total;
+            total += sub.n;
+            let tx = tx.clone();
+            let sink = Box::new(move |ev: RequestEvent| {
+                tx.send((Instant::now(), renumber(ev, offset))).is_ok()
+            });
+            guard.ids.push(state.handle().submit(sub, sink)?);
+        }
         Ok(Self {
             rx,
-            guard: CancelGuard {
-                handle: state.handle().clone(),
-                id,
-                armed: true,
-            },
+            guard,
             state: state.clone(),
             arrival,
-            samples: vec![SampleClock::default(); n],
-            open: n,
+            samples: vec![SampleClock::default(); total],
+            open: total,
             first_token: false,
         })
     }
@@ -136,5 +152,30 @@ impl Generation {
                 }
             }
         }
+    }
+}
+
+/// `ev` with its sample index moved by `offset` (its prompt's first choice).
+fn renumber(ev: RequestEvent, offset: usize) -> RequestEvent {
+    match ev {
+        RequestEvent::Token {
+            index,
+            token,
+            text,
+            logprob,
+        } => RequestEvent::Token {
+            index: index + offset,
+            token,
+            text,
+            logprob,
+        },
+        RequestEvent::Finished { index, output } => RequestEvent::Finished {
+            index: index + offset,
+            output,
+        },
+        RequestEvent::Failed { index, error } => RequestEvent::Failed {
+            index: index + offset,
+            error,
+        },
     }
 }

@@ -1,6 +1,6 @@
-//! A request's prompt as tokens: chat messages rendered with the model's chat template
-//! (generation prompt added), or a completion prompt (a string, an array of one string,
-//! an array of token ids, or an array of one such array) encoded as it is.
+//! A request's prompts as tokens: chat messages rendered with the model's chat template
+//! (generation prompt added), or a completion's prompts (a string, token ids, or a batch:
+//! an array of strings or of token-id arrays) encoded as they are.
 //!
 //! Must not know: HTTP, sampling, the engine.
 
@@ -87,30 +87,48 @@ fn message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
     Ok(ChatMessage::new(m.role.clone(), content))
 }
 
-/// Encodes a completion prompt.
-pub fn completion_prompt(tok: &Tokenizer, prompt: &Value) -> Result<Prompt, ApiError> {
+/// Encodes a completion's prompts: a string, token ids, or an array of either (a batch,
+/// at most `max` prompts).
+pub fn completion_prompts(
+    tok: &Tokenizer,
+    prompt: &Value,
+    max: usize,
+) -> Result<Vec<Prompt>, ApiError> {
     let bad = || {
         ApiError::invalid_param(
             "prompt",
-            "prompt must be a string, an array of one string, or an array of token ids",
+            "prompt must be a string, an array of token ids, or an array of strings or of \
+             token-id arrays",
         )
     };
-    let text = match prompt {
-        Value::String(s) => s.as_str(),
-        Value::Array(items) => match items.as_slice() {
-            [Value::String(s)] => s.as_str(),
-            [] => return Err(ApiError::invalid_param("prompt", "prompt is empty")),
-            [Value::Array(ids)] => return token_prompt(ids).ok_or_else(bad),
-            [Value::String(_), ..] | [Value::Array(_), ..] => {
-                return Err(ApiError::invalid_param(
-                    "prompt",
-                    "only one prompt per request is supported (use n for several samples)",
-                ))
-            }
-            ids => return token_prompt(ids).ok_or_else(bad),
-        },
+    let items = match prompt {
+        Value::String(s) => return Ok(vec![text_prompt(tok, s)?]),
+        Value::Array(items) => items,
         _ => return Err(bad()),
     };
+    match items.first() {
+        None => Err(ApiError::invalid_param("prompt", "prompt is empty")),
+        Some(Value::String(_) | Value::Array(_)) => {
+            if items.len() > max {
+                return Err(ApiError::invalid_param(
+                    "prompt",
+                    format!("at most {max} prompts per request, got {}", items.len()),
+                ));
+            }
+            items
+                .iter()
+                .map(|item| match item {
+                    Value::String(s) => text_prompt(tok, s),
+                    Value::Array(ids) => token_prompt(ids).ok_or_else(bad),
+                    _ => Err(bad()),
+                })
+                .collect()
+        }
+        Some(_) => Ok(vec![token_prompt(items).ok_or_else(bad)?]),
+    }
+}
+
+fn text_prompt(tok: &Tokenizer, text: &str) -> Result<Prompt, ApiError> {
     let tokens = tok
         .encode(text)
         .map_err(|e| ApiError::invalid_param("prompt", format!("cannot tokenize: {e}")))?;

@@ -62,8 +62,10 @@ impl Meta {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Usage {
     pub prompt_tokens: usize,
-    /// Prompt tokens taken from the prefix cache (the first sample's; samples share it).
-    pub cached_tokens: usize,
+    /// Per prompt, the prompt tokens taken from the prefix cache (its samples share them).
+    cached: Vec<usize>,
+    /// Samples per prompt: choice `i` belongs to prompt `i / n`.
+    n: usize,
     pub completion_tokens: usize,
     pub compressions: usize,
     pub evicted_tokens: usize,
@@ -73,10 +75,17 @@ pub struct Usage {
 }
 
 impl Usage {
-    pub fn new(prompt_tokens: usize, compression: CompressionConfig) -> Self {
+    /// A request of `prompts` prompts of `prompt_tokens` tokens in all, `n` samples each.
+    pub fn new(
+        prompt_tokens: usize,
+        compression: CompressionConfig,
+        prompts: usize,
+        n: usize,
+    ) -> Self {
         Self {
             prompt_tokens,
-            cached_tokens: 0,
+            cached: vec![0; prompts.max(1)],
+            n: n.max(1),
             completion_tokens: 0,
             compressions: 0,
             evicted_tokens: 0,
@@ -86,10 +95,12 @@ impl Usage {
         }
     }
 
-    /// Adds one finished sample.
-    pub fn add(&mut self, s: &SeqStats) {
+    /// Adds finished choice `index`.
+    pub fn add(&mut self, index: usize, s: &SeqStats) {
         self.completion_tokens += s.generated_tokens;
-        self.cached_tokens = self.cached_tokens.max(s.cached_tokens);
+        if let Some(c) = self.cached.get_mut(index / self.n) {
+            *c = (*c).max(s.cached_tokens);
+        }
         self.compressions += s.compressions;
         self.evicted_tokens += s.evicted_tokens;
         self.slots_peak = self.slots_peak.max(s.kv_slots_peak);
@@ -103,7 +114,7 @@ impl Usage {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+            "prompt_tokens_details": {"cached_tokens": self.cached.iter().sum::<usize>()},
             "kv": {
                 "policy": c.policy.name(),
                 "budget": budget,
@@ -212,9 +223,9 @@ mod tests {
 
     #[test]
     fn usage_sums_and_maxes() {
-        let mut u = Usage::new(5, CompressionConfig::default());
-        u.add(&output("a", 3, 40).stats);
-        u.add(&output("b", 4, 50).stats);
+        let mut u = Usage::new(5, CompressionConfig::default(), 1, 2);
+        u.add(0, &output("a", 3, 40).stats);
+        u.add(1, &output("b", 4, 50).stats);
         let j = u.to_json();
         assert_eq!(j["completion_tokens"], 7);
         assert_eq!(j["total_tokens"], 12);
@@ -224,7 +235,7 @@ mod tests {
         assert_eq!(j["kv"]["evicted_tokens"], 20);
         assert_eq!(j["kv"]["slots_peak"], 50);
         assert_eq!(j["kv"]["bytes_peak"], 5000);
-        let full = Usage::new(5, CompressionConfig::full()).to_json();
+        let full = Usage::new(5, CompressionConfig::full(), 1, 1).to_json();
         assert_eq!(full["kv"]["budget"], Value::Null);
     }
 
@@ -262,7 +273,7 @@ mod tests {
         assert_eq!(c["choices"][0]["text"], "hi");
         assert_eq!(c["choices"][0]["index"], 2);
         assert!(c.get("usage").is_none());
-        let u = usage_chunk(&meta, &Usage::new(1, CompressionConfig::full()));
+        let u = usage_chunk(&meta, &Usage::new(1, CompressionConfig::full(), 1, 1));
         assert_eq!(u["choices"], json!([]));
         assert_eq!(u["usage"]["prompt_tokens"], 1);
     }

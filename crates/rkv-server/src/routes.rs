@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::generation::Generation;
 use crate::logprobs::{chat_ask, completion_ask};
 use crate::params::{flag, plan, Defaults, Plan, Shown};
-use crate::prompt::{chat_prompt, completion_prompt, Prompt};
+use crate::prompt::{chat_prompt, completion_prompts, Prompt};
 use crate::request::{ApiJson, ChatRequest, CompletionRequest};
 use crate::response::{Endpoint, Meta, Usage};
 use crate::shaper::Shaper;
@@ -55,7 +55,7 @@ async fn chat(State(st): State<AppState>, ApiJson(req): ApiJson<ChatRequest>) ->
             &defaults(&st),
             shown,
         )?;
-        generate(&st, Endpoint::Chat, &prompt, p, arrival).await
+        generate(&st, Endpoint::Chat, vec![prompt], vec![p], arrival).await
     };
     res.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -76,20 +76,35 @@ async fn completions(
         if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
             return Err(ApiError::invalid_param("suffix", "suffix is not supported"));
         }
-        let prompt = completion_prompt(st.handle().tokenizer(), &req.prompt)?;
+        let prompts = completion_prompts(st.handle().tokenizer(), &req.prompt, st.opts().max_n)?;
         let shown = Shown {
             logprobs: completion_ask(req.common.logprobs.as_ref())?,
             echo: req.echo.unwrap_or(false),
             token_ids: flag("return_token_ids", req.common.return_token_ids.as_ref())?,
         };
-        let p = plan(
-            prompt.tokens.clone(),
-            "prompt",
-            &req.common,
-            &defaults(&st),
-            shown,
-        )?;
-        generate(&st, Endpoint::Completion, &prompt, p, arrival).await
+        let plans = prompts
+            .iter()
+            .map(|p| {
+                plan(
+                    p.tokens.clone(),
+                    "prompt",
+                    &req.common,
+                    &defaults(&st),
+                    shown,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let choices = plans.len() * plans.first().map_or(1, |p| p.submission.n);
+        if choices > st.opts().max_n {
+            return Err(ApiError::invalid_param(
+                "n",
+                format!(
+                    "prompts times n must be at most {}, got {choices}",
+                    st.opts().max_n
+                ),
+            ));
+        }
+        generate(&st, Endpoint::Completion, prompts, plans, arrival).await
     };
     res.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -111,21 +126,29 @@ fn check_model(st: &AppState, model: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
+/// Submits one plan per prompt (all alike but for their prompts) and answers with every
+/// prompt's choices, prompt `p`'s sample `j` as choice `p * n + j`.
 async fn generate(
     st: &AppState,
     endpoint: Endpoint,
-    prompt: &Prompt,
-    p: Plan,
+    prompts: Vec<Prompt>,
+    plans: Vec<Plan>,
     arrival: Instant,
 ) -> Result<Response, ApiError> {
+    let Some(p) = plans.first().cloned() else {
+        return Err(ApiError::invalid_param("prompt", "prompt is empty"));
+    };
     let meta = Meta::new(endpoint, &st.opts().model_name);
-    let usage = Usage::new(prompt.tokens.len(), p.compression);
+    let prompt_tokens = prompts.iter().map(|p| p.tokens.len()).sum();
+    let usage = Usage::new(prompt_tokens, p.compression, prompts.len(), p.submission.n);
     let stops = p.submission.request.stop.clone();
-    let gen = Generation::start(st, p.submission, arrival)?;
+    let subs = plans.into_iter().map(|p| p.submission).collect();
+    let gen = Generation::start(st, subs, arrival)?;
     let out = Shaper::new(
         endpoint,
         st.handle().tokenizer().clone(),
-        prompt.clone(),
+        prompts,
+        p.submission.n,
         p.shown,
         p.score_only,
     );

@@ -24,7 +24,9 @@ use crate::response::{choice, Endpoint};
 pub struct Shaper {
     endpoint: Endpoint,
     tok: Tokenizer,
-    prompt: Prompt,
+    /// Choice `i` answers prompt `i / n`.
+    prompts: Vec<Prompt>,
+    n: usize,
     shown: Shown,
     score_only: bool,
 }
@@ -51,21 +53,29 @@ impl Shaper {
     pub fn new(
         endpoint: Endpoint,
         tok: Tokenizer,
-        prompt: Prompt,
+        prompts: Vec<Prompt>,
+        n: usize,
         shown: Shown,
         score_only: bool,
     ) -> Self {
         Self {
             endpoint,
             tok,
-            prompt,
+            prompts,
+            n: n.max(1),
             shown,
             score_only,
         }
     }
 
+    /// The prompt choice `index` answers.
+    fn prompt(&self, index: usize) -> Option<&Prompt> {
+        self.prompts.get(index / self.n)
+    }
+
+    /// Whether the (chat) prompt opens a think block.
     pub fn opens_think(&self) -> bool {
-        self.prompt.opens_think
+        self.prompts.first().is_some_and(|p| p.opens_think)
     }
 
     /// Whether nothing generated is shown (`max_tokens: 0` with `echo`).
@@ -73,19 +83,22 @@ impl Shaper {
         self.score_only
     }
 
-    fn prompt_text(&self) -> String {
-        match &self.prompt.text {
+    fn prompt_text(&self, p: &Prompt) -> String {
+        match &p.text {
             Some(t) => t.clone(),
-            None => self
-                .tok
-                .decode(&self.prompt.tokens, false)
-                .unwrap_or_default(),
+            None => self.tok.decode(&p.tokens, false).unwrap_or_default(),
         }
     }
 
     /// One choice of a whole answer.
     pub fn choice(&self, index: usize, out: &GenerationOutput) -> Value {
-        let mut c = choice(self.endpoint, index, out, self.prompt.opens_think);
+        let empty = Prompt {
+            tokens: Vec::new(),
+            text: None,
+            opens_think: false,
+        };
+        let prompt = self.prompt(index).unwrap_or(&empty);
+        let mut c = choice(self.endpoint, index, out, prompt.opens_think);
         let generated: &[TokenLogprob] = match (&out.logprobs, self.score_only) {
             (Some(l), false) => l,
             _ => &[],
@@ -104,7 +117,7 @@ impl Shaper {
                     } else {
                         out.text.as_str()
                     };
-                    c["text"] = json!(format!("{}{text}", self.prompt_text()));
+                    c["text"] = json!(format!("{}{text}", self.prompt_text(prompt)));
                 }
                 if self.score_only {
                     c["finish_reason"] = json!("length");
@@ -112,7 +125,7 @@ impl Shaper {
                 if self.shown.logprobs.is_some() {
                     let mut lp = CompletionLogprobs::at(0);
                     if self.shown.echo {
-                        self.push_prompt(&mut lp, out);
+                        self.push_prompt(&mut lp, prompt, out);
                     }
                     for t in generated {
                         lp.push(&self.tok, t);
@@ -120,7 +133,7 @@ impl Shaper {
                     c["logprobs"] = lp.take();
                 }
                 if self.shown.token_ids {
-                    c["prompt_token_ids"] = json!(self.prompt.tokens);
+                    c["prompt_token_ids"] = json!(prompt.tokens);
                 }
             }
         }
@@ -131,8 +144,8 @@ impl Shaper {
     }
 
     /// An echoed prompt's tokens: the first bare, the others with theirs.
-    fn push_prompt(&self, lp: &mut CompletionLogprobs, out: &GenerationOutput) {
-        let Some(&first) = self.prompt.tokens.first() else {
+    fn push_prompt(&self, lp: &mut CompletionLogprobs, prompt: &Prompt, out: &GenerationOutput) {
+        let Some(&first) = prompt.tokens.first() else {
             return;
         };
         lp.push_bare(&self.tok, first);
@@ -143,13 +156,15 @@ impl Shaper {
 
     /// Fields at the top of a whole answer, or of a stream's first chunk.
     pub fn top_level(&self, m: &mut Map<String, Value>) {
-        if self.endpoint == Endpoint::Chat && self.shown.token_ids {
-            m.insert("prompt_token_ids".into(), json!(self.prompt.tokens));
+        if let (Endpoint::Chat, true, Some(p)) =
+            (self.endpoint, self.shown.token_ids, self.prompts.first())
+        {
+            m.insert("prompt_token_ids".into(), json!(p.tokens));
         }
     }
 
     /// Adds to a streamed chunk's choice the tokens of `p` since its last chunk.
-    pub fn stream_choice(&self, c: &mut Value, p: &mut Pending) {
+    pub fn stream_choice(&self, index: usize, c: &mut Value, p: &mut Pending) {
         let first = !p.started;
         p.started = true;
         let ids = std::mem::take(&mut p.ids);
@@ -168,8 +183,10 @@ impl Shaper {
             };
         }
         if self.shown.token_ids {
-            if first && self.endpoint == Endpoint::Completion {
-                c["prompt_token_ids"] = json!(self.prompt.tokens);
+            if let (true, Endpoint::Completion, Some(prompt)) =
+                (first, self.endpoint, self.prompt(index))
+            {
+                c["prompt_token_ids"] = json!(prompt.tokens);
             }
             c["token_ids"] = json!(ids);
         }

@@ -171,7 +171,7 @@ impl StreamState {
                         sp.content.push_str(&tail.content);
                     }
                     self.text_event(index, sp, &mut evs);
-                    self.usage.add(&output.stats);
+                    self.usage.add(index, &output.stats);
                     let finish = output.finish_reason.as_str();
                     let c = chunk(
                         &self.meta,
@@ -197,7 +197,7 @@ impl StreamState {
     fn shaped(&mut self, index: usize, mut c: Value) -> Event {
         if let Some(s) = self.samples.get_mut(index) {
             if let Some(choice) = c.get_mut("choices").and_then(|v| v.get_mut(0)) {
-                self.shaper.stream_choice(choice, &mut s.pending);
+                self.shaper.stream_choice(index, choice, &mut s.pending);
             }
         }
         data(&c)

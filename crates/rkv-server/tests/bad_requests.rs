@@ -178,7 +178,14 @@ async fn broken_bodies_get_4xx_with_an_error_object() {
         (CHAT, chat_with(json!({})), Some("text/plain"), 415),
         (CHAT, chat_with(json!({})), None, 415),
         (COMP, br#"{"prompt": 5}"#.to_vec(), json_ct, 400),
-        (COMP, br#"{"prompt": ["a", "b"]}"#.to_vec(), json_ct, 400),
+        (COMP, br#"{"prompt": ["a", 1]}"#.to_vec(), json_ct, 400),
+        (COMP, br#"{"prompt": [[1], "b", 3]}"#.to_vec(), json_ct, 400),
+        (
+            COMP,
+            br#"{"prompt": ["a", "b"], "n": 100}"#.to_vec(),
+            json_ct,
+            400,
+        ),
         (COMP, br#"{"prompt": []}"#.to_vec(), json_ct, 400),
         (COMP, br#"{"prompt": [1, -2]}"#.to_vec(), json_ct, 400),
         (

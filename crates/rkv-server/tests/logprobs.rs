@@ -203,3 +203,52 @@ async fn chat_logprobs_and_token_ids_stream_as_they_answer() {
     assert_eq!(&offsets, lp["text_offset"].as_array().expect("offsets"));
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_prompts_answers_each_in_order() {
+    let srv = start(EngineConfig::default(), 64).await;
+    let prompts = ["The capital of France is", "Once upon a time"];
+    let body = |prompt: Value, stream: bool| {
+        json!({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 5, "temperature": 0,
+               "ignore_eos": true, "n": 2, "logprobs": 1, "return_token_ids": true,
+               "stream": stream})
+    };
+    let (status, batch) = srv.post(COMP, &body(json!(prompts), false)).await;
+    assert_eq!(status, 200, "{batch}");
+    let choices = batch["choices"].as_array().expect("choices");
+    assert_eq!(choices.len(), 4);
+    let mut prompt_tokens = 0;
+    for (p, prompt) in prompts.iter().enumerate() {
+        let (_, solo) = srv.post(COMP, &body(json!(prompt), false)).await;
+        prompt_tokens += solo["usage"]["prompt_tokens"]
+            .as_u64()
+            .expect("prompt tokens");
+        for j in 0..2 {
+            let c = &choices[p * 2 + j];
+            assert_eq!(c["index"], p * 2 + j);
+            let s = &solo["choices"][j];
+            assert_eq!(c["text"], s["text"], "prompt {p} sample {j}");
+            assert_eq!(c["prompt_token_ids"], s["prompt_token_ids"]);
+            assert_eq!(c["logprobs"], s["logprobs"]);
+        }
+    }
+    assert_eq!(batch["usage"]["prompt_tokens"], prompt_tokens);
+    assert_eq!(batch["usage"]["completion_tokens"], 4 * 5);
+    // As token-id arrays, and streamed: the same texts.
+    let ids: Vec<Value> = choices
+        .iter()
+        .step_by(2)
+        .map(|c| c["prompt_token_ids"].clone())
+        .collect();
+    let chunks = srv
+        .stream(COMP, &body(json!(ids), true))
+        .await
+        .collect()
+        .await;
+    let (texts, finish) = common::join_chunks(&chunks, 4);
+    for (i, c) in choices.iter().enumerate() {
+        assert_eq!(texts[i], c["text"].as_str().expect("text"), "choice {i}");
+        assert_eq!(finish[i].as_deref(), Some("length"));
+    }
+    srv.stop().await;
+}
