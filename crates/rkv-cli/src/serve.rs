@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// Most samples (n) one request may ask for
     #[arg(long, default_value_t = 128)]
     pub max_n: usize,
+    /// The format the model writes tool calls in: hermes (`<tool_call>` blocks: Qwen2.5,
+    /// Hermes) or llama3_json (default: the one the chat template renders)
+    #[arg(long, value_parser = ["hermes", "llama3_json"])]
+    pub tool_call_parser: Option<String>,
     #[command(flatten)]
     pub model: ModelArgs,
     /// The compression of requests that bring no `kv_compression`
@@ -62,6 +66,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         model_name: name.clone(),
         max_n: a.max_n,
         default_max_tokens: a.default_max_tokens,
+        tool_parser: a
+            .tool_call_parser
+            .as_deref()
+            .and_then(rkv_server::ToolParser::from_name),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -201,6 +201,38 @@ impl Tokenizer {
         self.inner.chat_template.as_ref()?.as_ref().ok()
     }
 
+    /// Renders messages given as JSON (any fields a template reads: `tool_calls`,
+    /// `tool_call_id`, ...) and, when given, `tools`, as transformers'
+    /// `apply_chat_template(messages, tools=...)` does.
+    pub fn apply_chat_template_json(
+        &self,
+        messages: &serde_json::Value,
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TokenizerError> {
+        let tmpl = match &self.inner.chat_template {
+            Some(Ok(t)) => t,
+            Some(Err(e)) => return Err(e.clone().into()),
+            None => return Err(TokenizerError::NoChatTemplate),
+        };
+        let bos = self.inner.bos_id.and_then(|id| self.token_str(id));
+        let eos = self
+            .inner
+            .eos_ids
+            .first()
+            .and_then(|&id| self.token_str(id));
+        let mut ctx = serde_json::json!({
+            "messages": messages,
+            "add_generation_prompt": add_generation_prompt,
+            "bos_token": bos,
+            "eos_token": eos,
+        });
+        if let Some(t) = tools {
+            ctx["tools"] = t.clone();
+        }
+        Ok(tmpl.render_json(&ctx)?)
+    }
+
     /// Renders `messages` with the model's chat template (BOS/EOS token strings are passed
     /// to the template as `bos_token` / `eos_token`).
     pub fn apply_chat_template(

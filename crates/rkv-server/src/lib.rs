@@ -23,6 +23,8 @@ mod shaper;
 mod sse;
 mod state;
 mod stop_text;
+mod tool_calls;
+mod tools;
 
 use std::future::Future;
 
@@ -30,6 +32,7 @@ use rkv_engine::handle::EngineHandle;
 use thiserror::Error;
 
 pub use error::ApiError;
+pub use tool_calls::ToolParser;
 
 /// How the server presents itself and what it fills in.
 #[derive(Debug, Clone)]
@@ -41,6 +44,8 @@ pub struct ServerOptions {
     pub max_n: usize,
     /// Cap on `max_tokens` for requests that give none (`None`: the rest of the context).
     pub default_max_tokens: Option<usize>,
+    /// The format tool calls are parsed in; `None`: the one the chat template writes.
+    pub tool_parser: Option<ToolParser>,
 }
 
 impl ServerOptions {
@@ -49,6 +54,7 @@ impl ServerOptions {
             model_name: model_name.into(),
             max_n: 128,
             default_max_tokens: None,
+            tool_parser: None,
         }
     }
 }

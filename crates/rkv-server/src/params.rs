@@ -66,7 +66,6 @@ pub fn plan(
     d: &Defaults,
     shown: Shown,
 ) -> Result<Plan, ApiError> {
-    unsupported(c)?;
     let n = match c.n {
         None => 1,
         Some(0) => return Err(ApiError::invalid_param("n", "n must be at least 1")),
@@ -127,20 +126,6 @@ pub fn plan(
         shown,
         score_only,
     })
-}
-
-/// Refuses the OpenAI features the server does not implement, rather than ignoring them.
-fn unsupported(c: &CommonFields) -> Result<(), ApiError> {
-    let off = |v: &Option<Value>| match v {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => true,
-        Some(Value::Number(n)) => n.as_u64() == Some(0),
-        Some(Value::Array(a)) => a.is_empty(),
-        Some(_) => false,
-    };
-    if !off(&c.tools) {
-        return Err(ApiError::invalid_param("tools", "tools are not supported"));
-    }
-    Ok(())
 }
 
 fn max_tokens(

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::reasoning::prompt_opens_think;
 use crate::request::ChatMessageIn;
+use crate::tools::{history_calls, ToolChoice, Tools};
 
 /// A tokenized prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,8 +23,13 @@ pub struct Prompt {
     pub opens_think: bool,
 }
 
-/// Renders and encodes chat messages.
-pub fn chat_prompt(tok: &Tokenizer, messages: &[ChatMessageIn]) -> Result<Prompt, ApiError> {
+/// Renders and encodes chat messages, with the tools' definitions when given (and the
+/// choice is not `none`).
+pub fn chat_prompt(
+    tok: &Tokenizer,
+    messages: &[ChatMessageIn],
+    tools: Option<&Tools>,
+) -> Result<Prompt, ApiError> {
     if messages.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",
@@ -35,8 +41,11 @@ pub fn chat_prompt(tok: &Tokenizer, messages: &[ChatMessageIn]) -> Result<Prompt
         .enumerate()
         .map(|(i, m)| message(i, m))
         .collect::<Result<Vec<_>, _>>()?;
+    let defs = tools
+        .filter(|t| t.choice != ToolChoice::None)
+        .map(|t| Value::Array(t.defs.clone()));
     let rendered = tok
-        .apply_chat_template(&msgs, true)
+        .apply_chat_template_json(&Value::Array(msgs), defs.as_ref(), true)
         .map_err(|e| ApiError::invalid_param("messages", format!("cannot render the chat: {e}")))?;
     let tokens = tok
         .encode(&rendered)
@@ -48,7 +57,9 @@ pub fn chat_prompt(tok: &Tokenizer, messages: &[ChatMessageIn]) -> Result<Prompt
     })
 }
 
-fn message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
+/// One message as the template reads it: `role` and `content`, and where given
+/// `tool_calls` (arguments as objects), `tool_call_id` and `name`.
+fn message(i: usize, m: &ChatMessageIn) -> Result<Value, ApiError> {
     let param = format!("messages[{i}]");
     if m.role.trim().is_empty() {
         return Err(ApiError::invalid_param(
@@ -84,7 +95,31 @@ fn message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
             ))
         }
     };
-    Ok(ChatMessage::new(m.role.clone(), content))
+    let mut v = serde_json::to_value(ChatMessage::new(m.role.clone(), content))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    if let Some(calls) = m.tool_calls.as_ref().filter(|c| !c.is_null()) {
+        v["tool_calls"] = history_calls(&param, calls)?;
+    }
+    match (&m.tool_call_id, m.role.as_str()) {
+        (Some(Value::String(id)), _) => v["tool_call_id"] = Value::String(id.clone()),
+        (None | Some(Value::Null), "tool") => {
+            return Err(ApiError::invalid_param(
+                &param,
+                format!("{param} is a tool message without tool_call_id"),
+            ))
+        }
+        (None | Some(Value::Null), _) => {}
+        (Some(_), _) => {
+            return Err(ApiError::invalid_param(
+                &param,
+                format!("{param}.tool_call_id must be a string"),
+            ))
+        }
+    }
+    if let Some(Value::String(name)) = &m.name {
+        v["name"] = Value::String(name.clone());
+    }
+    Ok(v)
 }
 
 /// Encodes a completion's prompts: a string, token ids, or an array of either (a batch,

@@ -25,6 +25,11 @@ pub struct ChatRequest {
     /// Alternatives per token (0-20) with `logprobs: true`.
     #[serde(default)]
     pub top_logprobs: Option<Value>,
+    /// Function tools, checked in `tools`.
+    #[serde(default)]
+    pub tools: Option<Value>,
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
     #[serde(flatten)]
     pub common: CommonFields,
 }
@@ -35,6 +40,14 @@ pub struct ChatMessageIn {
     pub role: String,
     #[serde(default)]
     pub content: Option<Value>,
+    /// An assistant message's calls: `[{id, type, function: {name, arguments}}]`.
+    #[serde(default)]
+    pub tool_calls: Option<Value>,
+    /// A `tool` message's answer to this call.
+    #[serde(default)]
+    pub tool_call_id: Option<Value>,
+    #[serde(default)]
+    pub name: Option<Value>,
 }
 
 /// `POST /v1/completions`.
@@ -93,9 +106,6 @@ pub struct CommonFields {
     /// in serde's errors).
     #[serde(default)]
     pub return_token_ids: Option<Value>,
-    /// Not supported: a non-empty array is refused.
-    #[serde(default)]
-    pub tools: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

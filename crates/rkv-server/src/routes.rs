@@ -24,6 +24,8 @@ use crate::response::{Endpoint, Meta, Usage};
 use crate::shaper::Shaper;
 use crate::sse;
 use crate::state::AppState;
+use crate::tool_calls::CallFormat;
+use crate::tools::{self, ToolChoice};
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -42,7 +44,28 @@ async fn chat(State(st): State<AppState>, ApiJson(req): ApiJson<ChatRequest>) ->
     let arrival = Instant::now();
     let res = async {
         check_model(&st, req.model.as_deref())?;
-        let prompt = chat_prompt(st.handle().tokenizer(), &req.messages)?;
+        let tools = tools::check(req.tools.as_ref(), req.tool_choice.as_ref())?;
+        let parser = match (&tools, st.tool_parser()) {
+            (None, _) => None,
+            (Some(t), _) if t.choice == ToolChoice::None => None,
+            (Some(_), Some(p)) => Some(p),
+            (Some(_), None) => {
+                return Err(ApiError::invalid_param(
+                    "tools",
+                    "the model's chat template does not render tools (serve it with \
+                     --tool-call-parser to name the format it calls them in)",
+                ))
+            }
+        };
+        if let Some(ToolChoice::Required | ToolChoice::Named(_)) = tools.as_ref().map(|t| &t.choice)
+        {
+            return Err(ApiError::invalid_param(
+                "tool_choice",
+                "required and a named function need constrained decoding, which is not \
+                 available yet; use auto",
+            ));
+        }
+        let prompt = chat_prompt(st.handle().tokenizer(), &req.messages, tools.as_ref())?;
         let shown = Shown {
             logprobs: chat_ask(req.common.logprobs.as_ref(), req.top_logprobs.as_ref())?,
             echo: false,
@@ -55,7 +78,11 @@ async fn chat(State(st): State<AppState>, ApiJson(req): ApiJson<ChatRequest>) ->
             &defaults(&st),
             shown,
         )?;
-        generate(&st, Endpoint::Chat, vec![prompt], vec![p], arrival).await
+        let calls = parser.map(|parser| CallFormat {
+            parser,
+            names: tools.map(|t| t.names).unwrap_or_default(),
+        });
+        generate(&st, Endpoint::Chat, vec![prompt], vec![p], calls, arrival).await
     };
     res.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -104,7 +131,7 @@ async fn completions(
                 ),
             ));
         }
-        generate(&st, Endpoint::Completion, prompts, plans, arrival).await
+        generate(&st, Endpoint::Completion, prompts, plans, None, arrival).await
     };
     res.await.unwrap_or_else(IntoResponse::into_response)
 }
@@ -133,6 +160,7 @@ async fn generate(
     endpoint: Endpoint,
     prompts: Vec<Prompt>,
     plans: Vec<Plan>,
+    calls: Option<CallFormat>,
     arrival: Instant,
 ) -> Result<Response, ApiError> {
     let Some(p) = plans.first().cloned() else {
@@ -151,6 +179,7 @@ async fn generate(
         p.submission.n,
         p.shown,
         p.score_only,
+        calls,
     );
     if p.stream {
         Ok(sse::respond(gen, meta, usage, p.include_usage, &stops, out))

@@ -19,6 +19,8 @@ use crate::logprobs::{chat_content, CompletionLogprobs};
 use crate::params::Shown;
 use crate::prompt::Prompt;
 use crate::response::{choice, Endpoint};
+use crate::state::random_u64;
+use crate::tool_calls::{parse, CallFormat, ToolCall};
 
 /// One request's way of showing its outputs.
 pub struct Shaper {
@@ -29,6 +31,8 @@ pub struct Shaper {
     n: usize,
     shown: Shown,
     score_only: bool,
+    /// Chat with tools: how the output's calls are found.
+    calls: Option<CallFormat>,
 }
 
 /// A streamed sample's tokens not yet shown in a chunk.
@@ -57,6 +61,7 @@ impl Shaper {
         n: usize,
         shown: Shown,
         score_only: bool,
+        calls: Option<CallFormat>,
     ) -> Self {
         Self {
             endpoint,
@@ -65,7 +70,13 @@ impl Shaper {
             n: n.max(1),
             shown,
             score_only,
+            calls,
         }
+    }
+
+    /// How calls are found in the output (chat with tools).
+    pub fn calls(&self) -> Option<&CallFormat> {
+        self.calls.as_ref()
     }
 
     /// The prompt choice `index` answers.
@@ -106,6 +117,15 @@ impl Shaper {
         let ids: &[u32] = if self.score_only { &[] } else { &out.token_ids };
         match self.endpoint {
             Endpoint::Chat => {
+                if let (Some(f), Some(text)) = (&self.calls, c["message"]["content"].as_str()) {
+                    let parsed = parse(f.parser, text, &f.names);
+                    if !parsed.calls.is_empty() {
+                        c["message"]["content"] = json!(parsed.content);
+                        c["message"]["tool_calls"] =
+                            json!(parsed.calls.iter().map(whole_call).collect::<Vec<_>>());
+                        c["finish_reason"] = json!("tool_calls");
+                    }
+                }
                 if self.shown.logprobs.is_some() {
                     c["logprobs"] = json!({"content": chat_content(&self.tok, generated)});
                 }
@@ -191,4 +211,18 @@ impl Shaper {
             c["token_ids"] = json!(ids);
         }
     }
+}
+
+/// A call as a whole answer shows it.
+fn whole_call(c: &ToolCall) -> Value {
+    json!({"id": call_id(), "type": "function",
+           "function": {"name": c.name, "arguments": c.arguments}})
+}
+
+/// A new call id, `call_` and 24 hex digits.
+pub fn call_id() -> String {
+    format!(
+        "call_{:024x}",
+        u128::from(random_u64()) << 32 | u128::from(random_u64() as u32)
+    )
 }

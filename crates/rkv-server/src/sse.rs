@@ -22,8 +22,9 @@ use crate::error::ApiError;
 use crate::generation::Generation;
 use crate::reasoning::{ReasoningSplitter, Split};
 use crate::response::{chunk, usage_chunk, Endpoint, Meta, Usage};
-use crate::shaper::{Pending, Shaper};
+use crate::shaper::{call_id, Pending, Shaper};
 use crate::stop_text::StopHoldback;
+use crate::tool_calls::{ToolCall, ToolStream};
 
 /// How often an idle stream sends an SSE comment (a queued request shows it is alive,
 /// and a closed connection is noticed).
@@ -42,6 +43,10 @@ struct Sample {
     pending: Pending,
     /// Chat only.
     splitter: Option<ReasoningSplitter>,
+    /// Chat with tools: holds a call's text until the call is whole.
+    tools: Option<ToolStream>,
+    /// Calls sent so far (the next one's `index`).
+    calls: usize,
     ended: bool,
 }
 
@@ -65,8 +70,13 @@ pub fn respond(
     shaper: Shaper,
 ) -> Response {
     let opens_think = shaper.opens_think();
+    let calls = shaper.calls().cloned();
     let samples = (0..gen.n())
         .map(|_| Sample {
+            tools: calls
+                .as_ref()
+                .map(|f| ToolStream::new(f.parser, f.names.clone())),
+            calls: 0,
             hold: StopHoldback::new(stops),
             pending: Pending::default(),
             splitter: (meta.endpoint == Endpoint::Chat)
@@ -156,8 +166,10 @@ impl StreamState {
                 if let Some(s) = self.samples.get_mut(index).filter(|s| !s.ended) {
                     s.pending.push(token, logprob);
                     let now = s.hold.push(&text);
-                    let split = split(s, &now);
+                    let mut split = split(s, &now);
+                    let calls = take_calls(s, &mut split, false);
                     self.text_event(index, split, &mut evs);
+                    self.call_events(index, calls, &mut evs);
                 }
             }
             RequestEvent::Finished { index, output } => {
@@ -170,9 +182,16 @@ impl StreamState {
                         sp.reasoning.push_str(&tail.reasoning);
                         sp.content.push_str(&tail.content);
                     }
+                    let calls = take_calls(s, &mut sp, true);
                     self.text_event(index, sp, &mut evs);
+                    self.call_events(index, calls, &mut evs);
                     self.usage.add(index, &output.stats);
-                    let finish = output.finish_reason.as_str();
+                    let called = self.samples.get(index).is_some_and(|s| s.calls > 0);
+                    let finish = if called {
+                        "tool_calls"
+                    } else {
+                        output.finish_reason.as_str()
+                    };
                     let c = chunk(
                         &self.meta,
                         index,
@@ -191,6 +210,26 @@ impl StreamState {
             }
         }
         evs
+    }
+
+    /// Two chunks per call: its id and name, then its arguments.
+    fn call_events(&mut self, index: usize, calls: Vec<ToolCall>, evs: &mut Vec<Event>) {
+        for call in calls {
+            let Some(s) = self.samples.get_mut(index) else {
+                return;
+            };
+            let k = s.calls;
+            s.calls += 1;
+            let head = json!([{"index": k, "id": call_id(), "type": "function",
+                               "function": {"name": call.name, "arguments": ""}}]);
+            let args = json!([{"index": k, "function": {"arguments": call.arguments}}]);
+            for piece in [head, args] {
+                let mut d = Map::new();
+                d.insert("tool_calls".into(), piece);
+                let c = chunk(&self.meta, index, d, None, self.include_usage);
+                evs.push(self.shaped(index, c));
+            }
+        }
     }
 
     /// `c` with the tokens sample `index` received since its last chunk.
@@ -228,4 +267,20 @@ fn split(s: &mut Sample, text: &str) -> Split {
             content: text.to_string(),
         },
     }
+}
+
+/// Passes a piece of content through the sample's tool-call stream: what may be part of
+/// a call is held back, whole calls are taken out. `end`: the output is over.
+fn take_calls(s: &mut Sample, sp: &mut Split, end: bool) -> Vec<ToolCall> {
+    let Some(t) = s.tools.as_mut() else {
+        return Vec::new();
+    };
+    let mut r = t.push(&sp.content);
+    if end {
+        let tail = t.finish();
+        r.text.push_str(&tail.text);
+        r.calls.extend(tail.calls);
+    }
+    sp.content = r.text;
+    r.calls
 }

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rkv_engine::handle::EngineHandle;
 
 use crate::metrics::ServerMetrics;
-use crate::ServerOptions;
+use crate::{ServerOptions, ToolParser};
 
 /// Cheap to clone; one per server.
 #[derive(Clone)]
@@ -23,16 +23,23 @@ pub struct AppState {
 struct Inner {
     handle: EngineHandle,
     opts: ServerOptions,
+    /// The tool-call format: the option's, else the chat template's.
+    tool_parser: Option<ToolParser>,
     metrics: ServerMetrics,
     started: u64,
 }
 
 impl AppState {
     pub fn new(handle: EngineHandle, opts: ServerOptions) -> Self {
+        let tool_parser = opts.tool_parser.or_else(|| {
+            let t = handle.tokenizer().chat_template()?;
+            ToolParser::for_template(t.source())
+        });
         Self {
             inner: Arc::new(Inner {
                 handle,
                 opts,
+                tool_parser,
                 metrics: ServerMetrics::default(),
                 started: unix_now(),
             }),
@@ -45,6 +52,10 @@ impl AppState {
 
     pub fn opts(&self) -> &ServerOptions {
         &self.inner.opts
+    }
+
+    pub fn tool_parser(&self) -> Option<ToolParser> {
+        self.inner.tool_parser
     }
 
     pub fn metrics(&self) -> &ServerMetrics {

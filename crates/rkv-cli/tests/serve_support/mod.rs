@@ -39,7 +39,11 @@ pub struct Served {
 
 /// Starts `rkv serve --port 0` with `extra` flags and waits for its "listening" line.
 pub fn serve(extra: &[&str]) -> Served {
-    let model = default_model();
+    serve_model(&default_model(), extra)
+}
+
+/// [`serve`] with the model file `model`.
+pub fn serve_model(model: &std::path::Path, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rkv"))
         .args([
             "serve",
@@ -49,7 +53,7 @@ pub fn serve(extra: &[&str]) -> Served {
             MODEL_NAME,
             "--model",
         ])
-        .arg(&model)
+        .arg(model)
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
