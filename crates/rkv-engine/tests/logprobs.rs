@@ -8,7 +8,7 @@
 mod common;
 mod tiny;
 
-use common::{engine, ids, reference_file};
+use common::{engine, ids, reference_file, transformers_first_logits};
 use rkv_core::config::CompressionConfig;
 use rkv_engine::{
     Engine, GenerationOutput, GenerationRequest, KvDtype, LogprobsRequest, SamplingParams,
@@ -93,16 +93,7 @@ fn reference_lines(name: &str) -> Vec<Value> {
 #[test]
 fn default_model_f32_logprobs_equal_transformers_and_a_plain_forward() {
     let mut e = engine(WeightMode::F32, KvDtype::F32, CompressionConfig::full());
-    let bytes = std::fs::read(reference_file("transformers_f32_first_logits.safetensors"))
-        .expect("read logits");
-    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
-    let t = st.tensor("logits").expect("logits tensor");
-    let vocab = t.shape()[1];
-    let want: Vec<f32> = t
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let (vocab, want) = transformers_first_logits();
     let mut report = Vec::new();
     for (i, r) in reference_lines("transformers_f32_greedy.jsonl")
         .iter()

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{engine, greedy, ids, reference_file, top2_margin};
+use common::{engine, greedy, ids, reference_file, top2_margin, transformers_first_logits};
 use rkv_core::config::CompressionConfig;
 use rkv_engine::{Engine, KvDtype};
 use rkv_model::chat_template::ChatMessage;
@@ -87,16 +87,7 @@ fn quantised_engine_matches_llamacpp_greedy() {
 #[test]
 fn f32_engine_matches_transformers_logits_and_greedy() {
     let mut e = engine(WeightMode::F32, KvDtype::F32, CompressionConfig::full());
-    let bytes = std::fs::read(reference_file("transformers_f32_first_logits.safetensors"))
-        .expect("read logits");
-    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
-    let t = st.tensor("logits").expect("logits tensor");
-    let vocab = t.shape()[1];
-    let want: Vec<f32> = t
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let (vocab, want) = transformers_first_logits();
     let mut report = Vec::new();
     for (i, r) in lines("transformers_f32_greedy.jsonl").iter().enumerate() {
         let p = prompt_ids(&e, r);

@@ -240,22 +240,8 @@ impl Tokenizer {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, TokenizerError> {
-        let tmpl = match &self.inner.chat_template {
-            Some(Ok(t)) => t,
-            Some(Err(e)) => return Err(e.clone().into()),
-            None => return Err(TokenizerError::NoChatTemplate),
-        };
-        let bos = self.inner.bos_id.and_then(|id| self.token_str(id));
-        let eos = self
-            .inner
-            .eos_ids
-            .first()
-            .and_then(|&id| self.token_str(id));
-        Ok(tmpl.render(
-            messages,
-            add_generation_prompt,
-            bos.as_deref(),
-            eos.as_deref(),
-        )?)
+        let messages = serde_json::to_value(messages)
+            .map_err(|e| TokenizerError::Tokenizers(format!("chat messages: {e}")))?;
+        self.apply_chat_template_json(&messages, None, add_generation_prompt)
     }
 }

@@ -116,3 +116,19 @@ pub fn greedy(e: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
     };
     e.generate(req, None, |_| {}).expect("generate").token_ids
 }
+
+/// transformers' float32 logits at the last prompt position of each reference prompt:
+/// (vocab, `[prompts, vocab]` row-major).
+pub fn transformers_first_logits() -> (usize, Vec<f32>) {
+    let bytes = std::fs::read(reference_file("transformers_f32_first_logits.safetensors"))
+        .expect("read logits");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+    let t = st.tensor("logits").expect("logits tensor");
+    let vocab = t.shape()[1];
+    let want = t
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    (vocab, want)
+}
