@@ -224,6 +224,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         max_tokens: a.tokens + 1,
         ignore_eos: true,
         stop: Vec::new(),
+        grammar: None,
     };
     if a.batch > 1 {
         // Just what the deepest request of any policy can hold at once.

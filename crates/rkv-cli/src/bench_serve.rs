@@ -355,6 +355,7 @@ fn drive(
             max_tokens: a.max_tokens,
             ignore_eos: a.ignore_eos,
             stop: Vec::new(),
+            grammar: None,
         };
         let tx = tx.clone();
         let sink = Box::new(move |ev| tx.send((i, ev)).is_ok());

@@ -103,6 +103,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         max_tokens: a.max_tokens,
         ignore_eos: a.ignore_eos,
         stop: a.stop.clone(),
+        grammar: None,
     };
     let max_ctx = model.transformer.config().max_context;
     if !fits_context(req.prompt.len(), req.max_tokens, max_ctx) {

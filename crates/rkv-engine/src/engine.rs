@@ -12,6 +12,7 @@ use rkv_model::{AttentionShape, LoadedModel, Tokenizer, Transformer};
 
 use crate::compression::SeqCompression;
 use crate::error::{EngineError, Result};
+use crate::grammar::Grammars;
 use crate::kv::{Admission, BlockBudget, KvCache, KvDtype, KvLayout, KvStore};
 use crate::limits::RequestLimits;
 use crate::request::{
@@ -133,6 +134,7 @@ pub struct Engine {
     pub(crate) finished: BTreeMap<SeqId, Sequence>,
     pub(crate) failures: Vec<(SeqId, EngineError)>,
     pub(crate) totals: EngineCounters,
+    grammars: Grammars,
     next_id: SeqId,
 }
 
@@ -152,6 +154,10 @@ impl Engine {
         };
         let mut kv = KvCache::new(layout, cfg.kv_dtype, cfg.kv_blocks)?;
         kv.set_prefix_caching(cfg.prefix_cache);
+        let grammars = Grammars::new(
+            model.tokenizer.clone(),
+            model.transformer.config().vocab_size,
+        );
         Ok(Self {
             kv,
             model: model.transformer,
@@ -162,6 +168,7 @@ impl Engine {
             finished: BTreeMap::new(),
             failures: Vec::new(),
             totals: EngineCounters::default(),
+            grammars,
             next_id: 0,
         })
     }
@@ -172,6 +179,11 @@ impl Engine {
 
     pub fn model(&self) -> &Transformer {
         &self.model
+    }
+
+    /// Compiles requests' grammars for this model ([`GenerationRequest::grammar`]).
+    pub fn grammars(&self) -> &Grammars {
+        &self.grammars
     }
 
     pub fn store(&self) -> &KvStore {
@@ -261,6 +273,7 @@ impl Engine {
                 (id, p)
             })
             .collect();
+        let grammar = req.grammar.as_ref().map(|g| g.start());
         self.seqs.insert(
             ids[0],
             Sequence {
@@ -284,6 +297,7 @@ impl Engine {
                 prefix_blocks: Some(0),
                 logprobs: Vec::new(),
                 prompt_logprobs: Vec::new(),
+                grammar,
             },
         );
         self.sched.enqueue(ids[0]);

@@ -33,6 +33,10 @@ pub enum EngineError {
     Model(#[from] rkv_model::ModelError),
     #[error(transparent)]
     Tokenizer(#[from] rkv_model::tokenizer::TokenizerError),
+    /// A request's grammar (`GrammarError::Invalid` and `Unavailable` are the caller's
+    /// to fix; `Failed` is a matcher that broke while running).
+    #[error(transparent)]
+    Grammar(#[from] crate::grammar::GrammarError),
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;

@@ -19,6 +19,7 @@ use thiserror::Error;
 
 use crate::engine::{Engine, EngineConfig, EngineCounters};
 use crate::error::EngineError;
+use crate::grammar::{Grammar, GrammarError, GrammarSpec, Grammars};
 use crate::limits::RequestLimits;
 use crate::logprobs::TokenLogprob;
 use crate::request::{GenerationOutput, GenerationRequest, SeqId};
@@ -113,6 +114,7 @@ struct Inner {
     tx: Mutex<Sender<Command>>,
     shared: Arc<Shared>,
     tokenizer: Tokenizer,
+    grammars: Grammars,
     limits: RequestLimits,
     default_compression: CompressionConfig,
     max_queue: usize,
@@ -145,6 +147,7 @@ impl EngineHandle {
         let default_compression = cfg.compression;
         let engine = Engine::new(model, cfg)?;
         let limits = engine.limits();
+        let grammars = engine.grammars().clone();
         let shared = Arc::new(Shared {
             metrics: Mutex::new(EngineMetrics {
                 counters: engine.counters(),
@@ -165,6 +168,7 @@ impl EngineHandle {
                 tx: Mutex::new(tx),
                 shared,
                 tokenizer,
+                grammars,
                 limits,
                 default_compression,
                 max_queue: hc.max_queue,
@@ -176,6 +180,12 @@ impl EngineHandle {
 
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.inner.tokenizer
+    }
+
+    /// Compiles a request's grammar, on the caller's thread (the first one also builds
+    /// the model's token environment). A grammar that cannot be enforced is refused here.
+    pub fn compile_grammar(&self, spec: &GrammarSpec) -> Result<Grammar, GrammarError> {
+        self.inner.grammars.compile(spec)
     }
 
     /// Prompt plus generated tokens the model accepts.

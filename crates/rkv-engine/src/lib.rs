@@ -14,6 +14,7 @@ mod attention_chunk;
 pub mod compression;
 pub mod engine;
 pub mod error;
+pub mod grammar;
 pub mod handle;
 pub mod kv;
 pub mod limits;
@@ -29,6 +30,7 @@ pub mod teacher;
 
 pub use engine::{Engine, EngineConfig, EngineCounters};
 pub use error::{EngineError, Result};
+pub use grammar::{Grammar, GrammarError, GrammarSpec, Grammars};
 pub use handle::{
     EngineHandle, EngineMetrics, EventSink, HandleConfig, RequestEvent, RequestId, Submission,
     SubmitError,

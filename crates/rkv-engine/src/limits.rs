@@ -71,6 +71,15 @@ impl RequestLimits {
         }
         req.sampling.validate()?;
         req.logprobs.validate()?;
+        if let Some(g) = &req.grammar {
+            if g.n_vocab() != self.vocab_size {
+                return Err(EngineError::BadRequest(format!(
+                    "the grammar was compiled for {} logits, the model has {}",
+                    g.n_vocab(),
+                    self.vocab_size
+                )));
+            }
+        }
         SeqCompression::validate(comp)?;
         // A reserving request reserves for all its samples at once; growing FullKV samples
         // grow one by one, and each must fit alone.

@@ -3,6 +3,7 @@
 //! Owns the request, the per-token event, finish reasons and per-sequence statistics.
 //! Must not know: HTTP, CLI flags.
 
+use crate::grammar::Grammar;
 use crate::logprobs::{LogprobsRequest, TokenLogprob};
 use crate::sampling::SamplingParams;
 
@@ -26,6 +27,9 @@ pub struct GenerationRequest {
     pub stop: Vec<String>,
     /// Log-probabilities to report with the tokens (none by default).
     pub logprobs: LogprobsRequest,
+    /// What the output must match (constrained decoding), compiled by
+    /// [`crate::Grammars::compile`]; `None`: anything.
+    pub grammar: Option<Grammar>,
 }
 
 #[cfg(test)]
@@ -40,13 +44,14 @@ impl GenerationRequest {
             ignore_eos: true,
             stop: Vec::new(),
             logprobs: LogprobsRequest::default(),
+            grammar: None,
         }
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
-    /// An end-of-sequence token or a stop string.
+    /// An end-of-sequence token, a stop string, or the request's grammar complete.
     Stop,
     /// `max_tokens` reached.
     Length,
@@ -87,6 +92,9 @@ pub struct SeqStats {
     /// Prompt tokens whose keys and values came from the prefix cache when the sequence
     /// was first admitted, instead of being computed.
     pub cached_tokens: usize,
+    /// Wall time spent on its grammar (masks and consumed tokens); also counted in the
+    /// prefill/decode time of the steps it ran in. 0 without a grammar.
+    pub grammar_seconds: f64,
 }
 
 impl SeqStats {

@@ -12,6 +12,7 @@ use rkv_model::tokenizer::TokenStream;
 use crate::kv::BlockTable;
 
 use crate::compression::SeqCompression;
+use crate::grammar::{GrammarError, GrammarState};
 use crate::logprobs::TokenLogprob;
 use crate::request::{FinishReason, GenerationRequest, SeqId, SeqStats};
 use crate::sampling::{Sampler, SamplingParams};
@@ -45,6 +46,9 @@ pub struct Sequence {
     /// Log-probabilities of its prompt tokens after the first, when its request asks for
     /// them: entry `i` is token `i + 1`'s (a recomputed prompt does not add them again).
     pub prompt_logprobs: Vec<TokenLogprob>,
+    /// Its place in its request's grammar (kept through a preemption: the tokens it
+    /// consumed are kept too, and are only fed again).
+    pub grammar: Option<GrammarState>,
 }
 
 impl Sequence {
@@ -71,6 +75,16 @@ impl Sequence {
         let start = self.fed.max(self.prompt_logprobs.len());
         let end = (self.fed + n).min(last);
         start.min(end)..end
+    }
+
+    /// Draws its next token from `logits` ([vocab]), through its grammar's mask when its
+    /// request has one (the mask's `-inf` keep every sampling path, greedy included,
+    /// inside the grammar).
+    pub fn draw(&mut self, logits: &[f32]) -> Result<u32, GrammarError> {
+        match &mut self.grammar {
+            None => Ok(self.sampler.sample(logits)),
+            Some(g) => Ok(self.sampler.sample(g.mask(logits)?)),
+        }
     }
 
     /// Whether the sequence is still feeding its prompt.

@@ -240,7 +240,8 @@ impl Engine {
             return Ok(());
         };
         let lg = &logits[row * vocab..(row + 1) * vocab];
-        let tok = s.sampler.sample(lg);
+        let tok = s.draw(lg)?;
+        // Log-probabilities are the model's, from the logits before any grammar mask.
         let lp = s.req.logprobs.generated.map(|k| token_logprob(lg, tok, k));
         // On error the samples still to fork fail with this sequence (`Engine::fail`).
         events.push(accept_token(&self.tokenizer, s, tok, lp)?);
@@ -308,16 +309,23 @@ impl Engine {
                 prefix_blocks: None,
                 logprobs: Vec::new(),
                 prompt_logprobs: p.prompt_logprobs.clone(),
+                // Its own matcher at the start: the parent's has consumed its first token.
+                grammar: p.req.grammar.as_ref().map(|g| g.start()),
             };
             child.stats.generated_tokens = 0;
+            child.stats.grammar_seconds = 0.0;
             self.sched.join_running(id);
-            let tok = child.sampler.sample(lg);
-            let lp = child
-                .req
-                .logprobs
-                .generated
-                .map(|k| token_logprob(lg, tok, k));
-            let ev = accept_token(&self.tokenizer, &mut child, tok, lp);
+            let ev = match child.draw(lg) {
+                Ok(tok) => {
+                    let lp = child
+                        .req
+                        .logprobs
+                        .generated
+                        .map(|k| token_logprob(lg, tok, k));
+                    accept_token(&self.tokenizer, &mut child, tok, lp)
+                }
+                Err(e) => Err(e.into()),
+            };
             self.seqs.insert(id, child);
             match ev {
                 Ok(ev) => {
@@ -348,7 +356,8 @@ impl Engine {
     }
 }
 
-/// Records a sampled token and applies the stop rules.
+/// Records a sampled token and applies the stop rules: EOS, the grammar complete, a stop
+/// string, `max_tokens`.
 fn accept_token(
     tokenizer: &rkv_model::Tokenizer,
     s: &mut Sequence,
@@ -361,15 +370,28 @@ fn accept_token(
     }
     s.stats.generated_tokens += 1;
     let mut finished = None;
+    // The grammar moves past the token; once nothing can extend its output, the
+    // sequence is done (EOS is drawn only where the grammar allowed it).
+    let complete = match &mut s.grammar {
+        Some(g) => {
+            let done = g.consume(tok)?;
+            s.stats.grammar_seconds = g.seconds();
+            done
+        }
+        None => false,
+    };
     let is_eos = !s.req.ignore_eos && tokenizer.is_eos(tok);
     let mut text = if is_eos {
         String::new()
     } else {
         s.stream.push(tok)?.unwrap_or_default()
     };
-    if is_eos {
+    if is_eos || complete {
         finished = Some(FinishReason::Stop);
     }
+    // A complete grammar's output keeps its last characters (a stop string or EOS drops
+    // an unfinished one).
+    let mut keep_rest = complete && !is_eos;
     if !text.is_empty() && !s.req.stop.is_empty() {
         let before = s.text.len();
         s.text.push_str(&text);
@@ -390,6 +412,7 @@ fn accept_token(
             s.text.truncate(p);
             text = s.text[before.min(p)..].to_string();
             finished = Some(FinishReason::Stop);
+            keep_rest = false;
         }
     } else {
         s.text.push_str(&text);
@@ -399,7 +422,7 @@ fn accept_token(
     }
     if finished.is_some() {
         if let Some(rest) = s.stream.finish()? {
-            if finished == Some(FinishReason::Length) {
+            if finished == Some(FinishReason::Length) || keep_rest {
                 s.text.push_str(&rest);
                 text.push_str(&rest);
             }

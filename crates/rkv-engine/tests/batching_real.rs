@@ -52,6 +52,7 @@ fn request(prompt: &[u32]) -> GenerationRequest {
         max_tokens: MAX_TOKENS,
         ignore_eos: true,
         stop: Vec::new(),
+        grammar: None,
     }
 }
 

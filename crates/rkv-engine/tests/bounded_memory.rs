@@ -33,6 +33,7 @@ fn compressed_generation_stays_within_budget_plus_buffer() {
             max_tokens,
             ignore_eos: true,
             stop: Vec::new(),
+            grammar: None,
         };
         let comp = CompressionConfig {
             policy,
@@ -97,6 +98,7 @@ fn a_long_prompt_compressed_in_chunks_stays_within_budget_buffer_chunk() {
             max_tokens: 4,
             ignore_eos: true,
             stop: Vec::new(),
+            grammar: None,
         };
         let comp = CompressionConfig {
             policy: PolicyKind::RKv,

@@ -37,6 +37,7 @@ fn request(prompt: &[u32], max_tokens: usize, k: usize) -> GenerationRequest {
             generated: Some(k),
             prompt: Some(k),
         },
+        grammar: None,
     }
 }
 

@@ -46,6 +46,7 @@ fn request(prompt: &[u32], max_tokens: usize) -> GenerationRequest {
         max_tokens,
         ignore_eos: true,
         stop: Vec::new(),
+        grammar: None,
     }
 }
 

@@ -27,6 +27,7 @@ fn request(prompt: &[u32], seed: u64) -> GenerationRequest {
         max_tokens: 90,
         ignore_eos: true,
         stop: Vec::new(),
+        grammar: None,
     }
 }
 

@@ -116,6 +116,7 @@ pub fn plan(
                     generated: shown.logprobs,
                     prompt: shown.logprobs.filter(|_| shown.echo),
                 },
+                grammar: None,
             },
             compression: Some(compression),
             n,

@@ -154,6 +154,7 @@ pub fn run(a: MathArgs) -> Result<()> {
         max_tokens: a.max_tokens,
         ignore_eos: false,
         stop: Vec::new(),
+        grammar: None,
     };
     let t0 = Instant::now();
     let outputs = if a.one_at_a_time {

@@ -235,6 +235,7 @@ pub fn run(a: PasskeyArgs) -> Result<()> {
                         max_tokens: a.max_tokens,
                         ignore_eos: false,
                         stop: Vec::new(),
+                        grammar: None,
                     };
                     let t0 = Instant::now();
                     let g = engine.generate(req, Some(*c), |_| {})?;

@@ -153,6 +153,7 @@ fn source_tokens(a: &InspectArgs, engine: &mut Engine) -> Result<(Vec<u32>, usiz
         max_tokens,
         ignore_eos: false,
         stop: Vec::new(),
+        grammar: None,
     };
     let never = AtomicBool::new(false);
     let out = engine.generate_until(req, None, &never, |_| {})?;

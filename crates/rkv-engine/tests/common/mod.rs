@@ -113,6 +113,7 @@ pub fn greedy(e: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
         max_tokens: n,
         ignore_eos: false,
         stop: Vec::new(),
+        grammar: None,
     };
     e.generate(req, None, |_| {}).expect("generate").token_ids
 }

@@ -2,6 +2,8 @@
 //! (GPT-2, Qwen, SmolLM) maps its vocabulary characters back through GPT-2's byte table,
 //! a byte-fallback token `<0xAB>` is that byte, a SentencePiece piece has `▁` for a space.
 //! A token may hold part of a character; its text then has U+FFFD where the part is.
+//! Also which ids are added tokens (control tokens such as `<|im_end|>`), which a grammar
+//! engine must never let stand for text.
 //!
 //! Must not know: sampling, responses.
 
@@ -44,6 +46,21 @@ impl Tokenizer {
             }
         }
         piece.replace('\u{2581}', " ").into_bytes()
+    }
+
+    /// The added tokens (those the tokenizer matches whole in text, outside the merges),
+    /// as `(id, special)`: `special` for control tokens (`<|im_end|>`, GGUF type 3), which
+    /// `decode(.., skip_special = true)` drops. In id order.
+    pub fn added_tokens(&self) -> Vec<(u32, bool)> {
+        let mut v: Vec<(u32, bool)> = self
+            .inner
+            .hf
+            .get_added_tokens_decoder()
+            .into_iter()
+            .map(|(id, t)| (id, t.special))
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// The text of token `id` alone ([`Self::token_bytes`] as UTF-8, U+FFFD for a part
