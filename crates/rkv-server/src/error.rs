@@ -129,6 +129,7 @@ impl From<SubmitError> for ApiError {
                 let param = match inner {
                     rkv_engine::EngineError::TooLong { .. } => Some("max_tokens".to_string()),
                     rkv_engine::EngineError::Config(_) => Some("kv_compression".to_string()),
+                    rkv_engine::EngineError::Grammar(_) => Some("response_format".to_string()),
                     _ => None,
                 };
                 ApiError::InvalidRequest {

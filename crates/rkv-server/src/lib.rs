@@ -18,6 +18,7 @@ mod prompt;
 pub mod reasoning;
 mod request;
 mod response;
+mod response_format;
 mod routes;
 mod shaper;
 mod sse;

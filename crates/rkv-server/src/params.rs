@@ -1,6 +1,7 @@
 //! The shared request fields checked and turned into an engine [`Submission`]: lengths,
-//! sampling, stop strings, samples, streaming and compression, with the server's
-//! defaults filled in. Each refusal names its field.
+//! sampling, stop strings, samples, streaming, compression and `response_format` (read
+//! into a grammar spec, compiled by the route), with the server's defaults filled in.
+//! Each refusal names its field.
 //!
 //! Defaults: `max_tokens` = what is left of the context (capped by
 //! `ServerOptions::default_max_tokens` when set), `temperature` 1.0 and `top_p` 1.0
@@ -12,12 +13,13 @@
 
 use rkv_core::config::CompressionConfig;
 use rkv_engine::handle::Submission;
-use rkv_engine::{GenerationRequest, LogprobsRequest, SamplingParams};
+use rkv_engine::{GenerationRequest, GrammarSpec, LogprobsRequest, SamplingParams};
 use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::kv_compression;
 use crate::request::CommonFields;
+use crate::response_format;
 use crate::state::random_u64;
 
 /// Most stop strings one request may give.
@@ -55,6 +57,8 @@ pub struct Plan {
     pub compression: CompressionConfig,
     pub stream: bool,
     pub include_usage: bool,
+    /// `response_format`'s grammar, to compile into the submission's request.
+    pub grammar: Option<GrammarSpec>,
 }
 
 /// Checks `c` for a prompt of `prompt` tokens; `prompt_param` names the prompt's field in
@@ -99,6 +103,7 @@ pub fn plan(
         seed: seed(c.seed.as_ref())?,
     };
     let compression = kv_compression::resolve(c.kv_compression.as_ref(), d.compression)?;
+    let grammar = response_format::read(c.response_format.as_ref())?;
     let include_usage = stream
         && c.stream_options
             .as_ref()
@@ -126,6 +131,7 @@ pub fn plan(
         include_usage,
         shown,
         score_only,
+        grammar,
     })
 }
 
@@ -341,6 +347,10 @@ mod tests {
             (
                 json!({"kv_compression": {"policy": "nope"}}),
                 "kv_compression",
+            ),
+            (
+                json!({"response_format": {"type": "xml"}}),
+                "response_format",
             ),
         ] {
             let e = plan(

@@ -1,5 +1,5 @@
 //! The request bodies the server accepts, as JSON: OpenAI's chat and completion fields
-//! plus rkv's extensions (`kv_compression`, `ignore_eos`, `top_k`) and vLLM's
+//! (`response_format` included) plus rkv's extensions (`kv_compression`, `ignore_eos`, `top_k`) and vLLM's
 //! `return_token_ids`.
 //!
 //! Owns only the wire shapes and the JSON extractor that turns axum's rejections into
@@ -106,6 +106,10 @@ pub struct CommonFields {
     /// in serde's errors).
     #[serde(default)]
     pub return_token_ids: Option<Value>,
+    /// Structured outputs: `{"type": "text" | "json_object" | "json_schema", ...}`,
+    /// checked in `response_format`.
+    #[serde(default)]
+    pub response_format: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

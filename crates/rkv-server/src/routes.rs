@@ -11,6 +11,7 @@ use axum::http::{header, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use rkv_engine::{Grammar, GrammarSpec};
 use serde_json::{json, Value};
 
 use crate::complete::collect;
@@ -21,6 +22,7 @@ use crate::params::{flag, plan, Defaults, Plan, Shown};
 use crate::prompt::{chat_prompt, completion_prompts, Prompt};
 use crate::request::{ApiJson, ChatRequest, CompletionRequest};
 use crate::response::{Endpoint, Meta, Usage};
+use crate::response_format;
 use crate::shaper::Shaper;
 use crate::sse;
 use crate::state::AppState;
@@ -159,10 +161,15 @@ async fn generate(
     st: &AppState,
     endpoint: Endpoint,
     prompts: Vec<Prompt>,
-    plans: Vec<Plan>,
+    mut plans: Vec<Plan>,
     calls: Option<CallFormat>,
     arrival: Instant,
 ) -> Result<Response, ApiError> {
+    for p in &mut plans {
+        if let Some(spec) = p.grammar.take() {
+            p.submission.request.grammar = Some(compile(st, spec).await?);
+        }
+    }
     let Some(p) = plans.first().cloned() else {
         return Err(ApiError::invalid_param("prompt", "prompt is empty"));
     };
@@ -187,6 +194,21 @@ async fn generate(
         let body = collect(gen, &meta, usage, &out).await?;
         Ok(Json(body).into_response())
     }
+}
+
+/// Compiles `response_format`'s grammar off the async threads (a JSON Schema takes
+/// milliseconds; the first one also builds the vocabulary's token trie).
+async fn compile(st: &AppState, spec: GrammarSpec) -> Result<Grammar, ApiError> {
+    let handle = st.handle().clone();
+    tokio::task::spawn_blocking(move || handle.compile_grammar(&spec))
+        .await
+        .map_err(|e| ApiError::Internal(format!("compiling response_format: {e}")))?
+        .map_err(|e| {
+            ApiError::invalid_param(
+                response_format::PARAM,
+                format!("{}: {e}", response_format::PARAM),
+            )
+        })
 }
 
 fn model_card(st: &AppState) -> Value {

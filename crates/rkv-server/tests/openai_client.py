@@ -4,14 +4,26 @@ Usage: python openai_client.py BASE_URL MODEL_NAME   (BASE_URL like http://127.0
 
 Exercises chat and completions, whole and streamed, n = 3, include_usage, per-request
 KV compression through `extra_body` with `usage.kv` read back, chat logprobs and a
-prompt scored with `echo` + `logprobs` + `max_tokens: 0`, and bad requests that must
-raise `openai.BadRequestError`. Exits non-zero (an AssertionError) on any mismatch;
+prompt scored with `echo` + `logprobs` + `max_tokens: 0`, structured outputs through
+`client.chat.completions.parse(..., response_format=PydanticModel)`, and bad requests that
+must raise `openai.BadRequestError`. Exits non-zero (an AssertionError) on any mismatch;
 prints one line per check.
 """
 
 import sys
+from typing import Literal
 
 import openai
+import pydantic
+
+
+class Pet(pydantic.BaseModel):
+    """What `parse` asks for: the client sends its strict JSON Schema as `response_format`."""
+
+    name: str = pydantic.Field(max_length=20)
+    species: Literal["cat", "dog", "bird"]
+    age: int = pydantic.Field(ge=0, le=30)
+    vaccinated: bool
 
 
 def kv_of(usage):
@@ -121,8 +133,24 @@ def main():
     assert len(c.logprobs.tokens) == scored.usage.prompt_tokens and scored.usage.completion_tokens == 0
     print("completion echo logprobs, max_tokens 0: ok", [round(v, 3) for v in c.logprobs.token_logprobs[1:]])
 
+    for seed in range(3):
+        done = client.chat.completions.parse(
+            model=model,
+            messages=[{"role": "user", "content": "Describe a pet as JSON."}],
+            response_format=Pet,
+            max_tokens=150,
+            temperature=0.8,
+            seed=seed,
+        )
+        msg = done.choices[0].message
+        assert isinstance(msg.parsed, Pet), done
+        assert Pet.model_validate_json(msg.content) == msg.parsed, msg.content
+        assert done.choices[0].finish_reason == "stop", done
+        print("chat.completions.parse: ok", msg.parsed)
+
     for bad in (
         dict(extra_body={"kv_compression": {"policy": "nonsense"}}),
+        dict(extra_body={"response_format": {"type": "yaml"}}),
         dict(logprobs=21),
         dict(echo=True, n=2),
         dict(n=0),
