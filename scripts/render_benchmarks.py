@@ -301,6 +301,7 @@ def main():
     out += kv_dtype_section()
     out += serve_section()
     out += prefix_cache_section()
+    out += grammar_section()
     out += passkey_section()
     out += llamacpp_section()
     out += portable_section()
@@ -442,6 +443,33 @@ def prefix_cache_section():
                     lines.append(f"- {policy_name(pol)}, shared system prompt: {on['tokens_per_s'] / max(off['tokens_per_s'], 1e-9):.2f}x "
                                  "the generated tokens/s with the cache.")
         out += [""] + lines + [""]
+    return out
+
+
+def grammar_section():
+    """Constrained decoding against free decoding: bench/results/grammar.jsonl
+    (scripts/bench_grammar.sh), one row per model."""
+    head, rows = read_results("grammar.jsonl")
+    if not rows:
+        return []
+    out = ["## Structured outputs (constrained decoding)", "",
+           f"`{head['command']}` (`scripts/bench_grammar.sh`); machine: {head['machine']}; commit "
+           f"`{head['commit']}`; date: {head['date']}. One chat prompt decoded greedily under "
+           "`bench/schemas/people.json` (llguidance masks every step) and without a grammar for as many "
+           "tokens, in alternating order each repeat, on one engine; tokens/s median (min-max) over the "
+           "repeats, the ratio per repeat. Grammar ms per token: computing the mask, applying it to the "
+           "logits and consuming the token; its share is of the constrained run's decode time.", "",
+           "| model | logits | tokens | constrained decode tok/s | free decode tok/s | constrained / free | "
+           "grammar ms per token | grammar share of decode | first compile ms (token trie) | compile ms |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        share = r["grammar_share_of_decode"]
+        out.append(f"| {r['model']} | {r['n_vocab']} | {r['tokens']} ({r['finish_reason']}) | "
+                   f"{fmt(r['constrained_decode_tokens_per_s'])} | {fmt(r['free_decode_tokens_per_s'])} | "
+                   f"{fmt(r['constrained_over_free'], 3)} | {fmt(r['grammar_ms_per_token'], 3)} | "
+                   f"{100 * share['median']:.1f}% ({100 * share['min']:.1f}-{100 * share['max']:.1f}%) | "
+                   f"{r['first_compile_ms']:.0f} | {r['compile_ms']:.1f} |")
+    out.append("")
     return out
 
 

@@ -21,6 +21,8 @@ pub enum BenchCmd {
     Events(crate::bench_events::EventsArgs),
     /// Many requests at once through the engine, as a server runs them
     Serve(crate::bench_serve::ServeBenchArgs),
+    /// Constrained decoding (a JSON Schema) against free decoding: tokens/s and mask time
+    Grammar(crate::bench_grammar::GrammarArgs),
     /// Write a random-weight GGUF with a published model's shapes (Q4_K_M layout)
     Model(crate::bench_model::BenchModelArgs),
 }
@@ -100,6 +102,7 @@ impl BenchCmd {
             BenchCmd::Decode(a) => a.model.threads,
             BenchCmd::Events(a) => a.model.threads,
             BenchCmd::Serve(a) => a.model.threads,
+            BenchCmd::Grammar(a) => a.model.threads,
             BenchCmd::Model(_) => None,
         }
     }
@@ -110,6 +113,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Decode(a) => decode(a),
         BenchCmd::Events(a) => crate::bench_events::run(a),
         BenchCmd::Serve(a) => crate::bench_serve::run(a),
+        BenchCmd::Grammar(a) => crate::bench_grammar::run(a),
         BenchCmd::Model(a) => crate::bench_model::run(a),
     }
 }

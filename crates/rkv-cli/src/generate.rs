@@ -1,7 +1,7 @@
 //! `rkv generate`: one prompt in, streamed text out, with a stats line.
 //!
-//! Owns the prompt (`--prompt`, `--prompt-file`, `-` for standard input), the stop rules
-//! and how a generation ends early: SIGINT stops it at the next step, reports the stats
+//! Owns the prompt (`--prompt`, `--prompt-file`, `-` for standard input), the stop rules,
+//! the output's JSON Schema (`--json-schema`) and how a generation ends early: SIGINT stops it at the next step, reports the stats
 //! so far (`finish_reason` "cancelled") and exits 130; a closed standard output stops it
 //! at the next token and exits quietly (see [`crate::exit`]).
 
@@ -11,7 +11,9 @@ use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use rkv_engine::{fits_context, Engine, FinishReason, GenerationOutput, GenerationRequest};
+use rkv_engine::{
+    fits_context, Engine, FinishReason, GenerationOutput, GenerationRequest, GrammarSpec,
+};
 use rkv_model::chat_template::ChatMessage;
 use serde_json::json;
 
@@ -42,6 +44,9 @@ pub struct GenerateArgs {
     /// Stop when the text contains this string (repeatable; not empty)
     #[arg(long, value_parser = non_empty)]
     pub stop: Vec<String>,
+    /// Constrain the output to JSON that validates against the JSON Schema in this file
+    #[arg(long, value_name = "FILE")]
+    pub json_schema: Option<PathBuf>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
@@ -49,6 +54,13 @@ pub struct GenerateArgs {
     /// Print one JSON object instead of streaming text
     #[arg(long)]
     pub json: bool,
+}
+
+/// The JSON of `--json-schema FILE`.
+fn read_schema(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --json-schema {}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| usage!("--json-schema {}: {e}", path.display()))
 }
 
 /// The prompt text of `--prompt` or `--prompt-file` (`-`: standard input).
@@ -84,6 +96,7 @@ pub(crate) fn read_prompt(prompt: Option<&String>, file: Option<&PathBuf>) -> Re
 
 pub fn run(a: GenerateArgs) -> Result<()> {
     let text = prompt_text(&a)?;
+    let schema = a.json_schema.as_deref().map(read_schema).transpose()?;
     let compression = a.kv.compression()?;
     let sampling = a.sampling.checked()?;
     let interrupted = interrupt::watch()?;
@@ -119,6 +132,11 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         req.prompt.len() + req.max_tokens,
     );
     let mut engine = Engine::new(model, cfg)?;
+    let mut req = req;
+    if let Some(s) = schema {
+        let g = engine.grammars().compile(&GrammarSpec::JsonSchema(s));
+        req.grammar = Some(g.map_err(|e| usage!("--json-schema: {e}"))?);
+    }
     // Set by SIGINT (the watcher) or by the first failed write (a closed stdout).
     let stop = &*interrupted;
     let mut write_error = None;

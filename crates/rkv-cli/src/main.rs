@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod bench_batch;
 mod bench_events;
+mod bench_grammar;
 mod bench_llama;
 mod bench_model;
 mod bench_serve;
