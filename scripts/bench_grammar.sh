@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Constrained decoding's cost (docs/serving.md#structured-outputs): `rkv bench grammar` on
 # the default model and on Qwen2.5-Coder-1.5B (151,936 logits), 2 threads: one chat prompt
-# decoded greedily under bench/schemas/people.json (eight people, about 200 tokens of
-# JSON) and without it, alternating, REPEAT times (default 5): decode tokens/s of each,
+# decoded greedily under bench/schemas/people.json (eight people, 110-130 tokens of JSON)
+# and without it, side by side (two engines, one forward of each in turn), REPEAT times
+# (default 5): decode tokens/s of each,
 # their ratio per repeat, and the grammar's time per token (mask, applying it, consuming
 # the token). Writes bench/results/grammar.jsonl (a header line: command, machine,
 # commit, date) and re-renders BENCHMARKS.md. About 5 minutes on 2 cores.

@@ -456,8 +456,8 @@ def grammar_section():
            f"`{head['command']}` (`scripts/bench_grammar.sh`); machine: {head['machine']}; commit "
            f"`{head['commit']}`; date: {head['date']}. One chat prompt decoded greedily under "
            "`bench/schemas/people.json` (llguidance masks every step) and without a grammar for as many "
-           "tokens, in alternating order each repeat, on one engine; tokens/s median (min-max) over the "
-           "repeats, the ratio per repeat. Grammar ms per token: computing the mask, applying it to the "
+           "tokens, side by side: two engines, one forward of each in turn, swapping runs every repeat; "
+           "tokens/s median (min-max) over the repeats, the ratio per repeat. Grammar ms per token: computing the mask, applying it to the "
            "logits and consuming the token; its share is of the constrained run's decode time.", "",
            "| model | logits | tokens | constrained decode tok/s | free decode tok/s | constrained / free | "
            "grammar ms per token | grammar share of decode | first compile ms (token trie) | compile ms |",

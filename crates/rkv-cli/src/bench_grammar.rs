@@ -1,10 +1,12 @@
 //! `rkv bench grammar`: what constrained decoding costs. One chat prompt, decoded greedily
-//! under a JSON Schema (`--schema`) and without one, in alternating order every repeat, on
-//! one engine: the decode tokens/s of each, their ratio per repeat, and the grammar's time
-//! per generated token (its mask, applying it to the logits, consuming the token), as
-//! medians with min and max over the repeats. The free run decodes as many tokens as the
-//! constrained one did (greedy decoding makes that the same every repeat), so both see
-//! the same context lengths.
+//! under a JSON Schema (`--schema`) and without one, side by side: two engines on the same
+//! model, one forward of each in turn (each run's time is its own steps', so both share
+//! the machine's conditions step by step), the engines swapping runs every repeat. The
+//! decode tokens/s of each, their ratio per repeat, and the grammar's time per generated
+//! token (its mask, applying it to the logits, consuming the token), as medians with min
+//! and max over the repeats. The free run decodes as many tokens as the constrained one
+//! did (greedy decoding makes that the same every repeat), so both see the same context
+//! lengths.
 //!
 //! Must not know: llguidance (the engine's grammar module owns it), the model's internals.
 
@@ -82,7 +84,8 @@ pub fn run(a: GrammarArgs) -> Result<()> {
         CompressionConfig::full(),
         prompt.len() + a.max_tokens,
     );
-    let mut engine = Engine::new(model, cfg)?;
+    let mut engine = Engine::new(model, cfg.clone())?;
+    let mut other = Engine::new(a.model.load()?, cfg)?;
     // The first compile also builds the vocabulary's token environment.
     let t = Instant::now();
     let spec = GrammarSpec::JsonSchema(schema.clone());
@@ -109,19 +112,18 @@ pub fn run(a: GrammarArgs) -> Result<()> {
     }
     let mut m = Measured::default();
     for rep in 0..a.repeat {
-        for k in 0..2 {
-            let constrained = alternating(rep, k, 2) == 1;
-            let out = engine.generate(request(n_tokens, constrained), None, |_| {})?;
-            let s = &out.stats;
-            if constrained {
-                m.constrained_tps.push(s.decode_tokens_per_s());
-                m.mask_ms
-                    .push(s.grammar_seconds * 1e3 / s.generated_tokens.max(1) as f64);
-                m.mask_share.push(grammar_share(s));
-            } else {
-                m.free_tps.push(s.decode_tokens_per_s());
-            }
-        }
+        // Which engine runs the constrained request, and which one steps first, changes
+        // every repeat.
+        let c = alternating(rep, 0, 2);
+        let mut reqs = [request(n_tokens, false), request(n_tokens, false)];
+        reqs[c] = request(n_tokens, true);
+        let [s0, s1] = side_by_side([&mut engine, &mut other], reqs)?;
+        let (s, f) = if c == 0 { (s0, s1) } else { (s1, s0) };
+        m.constrained_tps.push(s.decode_tokens_per_s());
+        m.mask_ms
+            .push(s.grammar_seconds * 1e3 / s.generated_tokens.max(1) as f64);
+        m.mask_share.push(grammar_share(&s));
+        m.free_tps.push(f.decode_tokens_per_s());
     }
     let row = json!({
         "bench": "grammar",
@@ -160,6 +162,32 @@ pub fn run(a: GrammarArgs) -> Result<()> {
     outln!("grammar per token: {ms:.3} ms (min {mlo:.3}, max {mhi:.3})")?;
     outln!("constrained / free decode tok/s: {r:.3} (min {rlo:.3}, max {rhi:.3})")?;
     Ok(())
+}
+
+/// Runs `reqs[k]` on `engines[k]`, one step of each in turn until both finish; returns
+/// their statistics (each counts only its own engine's steps).
+fn side_by_side(engines: [&mut Engine; 2], reqs: [GenerationRequest; 2]) -> Result<[SeqStats; 2]> {
+    let mut ids = [0; 2];
+    for (k, r) in reqs.into_iter().enumerate() {
+        ids[k] = engines[k].add_request(r, None)?;
+    }
+    let mut done: [Option<SeqStats>; 2] = [None, None];
+    while done.iter().any(Option::is_none) {
+        for k in 0..2 {
+            if done[k].is_some() {
+                continue;
+            }
+            engines[k].step();
+            if let Some((_, e)) = engines[k].take_failures().into_iter().next() {
+                return Err(e.into());
+            }
+            done[k] = engines[k].take_output(ids[k]).map(|o| o.stats);
+        }
+    }
+    let [Some(s0), Some(s1)] = done else {
+        bail!("a side-by-side generation did not finish");
+    };
+    Ok([s0, s1])
 }
 
 /// The grammar's time over the decode time (the first token's mask ran in the prefill
