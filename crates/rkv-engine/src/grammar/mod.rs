@@ -5,9 +5,12 @@
 //!
 //! The grammar engine is llguidance (<https://github.com/guidance-ai/llguidance>, the
 //! engine behind vLLM's and llama.cpp's `guidance` backends): it walks the token trie
-//! with an Earley parser over lazily built lexer automata, so a JSON Schema compiles in
-//! about a millisecond and each mask costs tens to hundreds of microseconds on a
-//! 150k-token vocabulary, with no per-schema index over the vocabulary to build first.
+//! with an Earley parser over lazily built lexer automata, with no per-schema index over
+//! the vocabulary to build first. Measured by `scripts/bench_grammar.sh` (BENCHMARKS.md,
+//! 2-core Xeon): a JSON Schema compiles in 0.6 ms; the token trie takes 0.14 s for
+//! SmolLM2-135M's 49,152 logits and 0.55 s for Qwen2.5-Coder-1.5B's 151,936, once per
+//! engine; a step's mask, applied and consumed, costs 0.2 and 0.44 ms per token, 2.2% and
+//! 0.7% of a decode step, so it runs inline rather than overlapped with the forward.
 //!
 //! End of sequence: EOS is in the mask only where the grammar accepts the output as
 //! complete; once no token can extend it (a JSON value's closing brace) the sequence
