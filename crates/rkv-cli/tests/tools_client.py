@@ -7,7 +7,8 @@ An agent loop: the model calls one tool, gets its answer in a `tool` message, ca
 second, gets that answer, then (asked with `tool_choice: none`) answers in text. The calls' arguments must parse as JSON
 with the required `city`. A streamed request's tool-call deltas must reassemble into the
 non-streamed calls. Bad tool requests must raise BadRequestError naming the field.
-Prints one line per check; exits non-zero on any failure.
+`tool_choice` `required` and a named function always yield a call that parses (sampled,
+two seeds each). Prints one line per check; exits non-zero on any failure.
 """
 
 import json
@@ -82,6 +83,23 @@ def main():
     assert streamed == expected and finish == "tool_calls", (streamed, expected, finish)
     assert all(calls[k]["id"] for k in calls), calls
     print("streamed tool calls reassemble: ok", streamed)
+
+    # required and a named function are enforced: a call that parses, whatever the prompt.
+    for choice, prompt, want in [
+        ("required", "Say hello.", set(ANSWERS)),
+        ({"type": "function", "function": {"name": "get_time"}},
+         "What is the weather in Rome?", {"get_time"}),
+    ]:
+        for seed in (1, 2):
+            r = client.chat.completions.create(
+                model=model, tools=TOOLS, tool_choice=choice, temperature=0.8, seed=seed,
+                max_tokens=60, messages=[{"role": "user", "content": prompt}])
+            c = r.choices[0]
+            assert c.finish_reason == "tool_calls" and c.message.tool_calls, r
+            tc = c.message.tool_calls[0]
+            assert tc.function.name in want, tc
+            assert isinstance(json.loads(tc.function.arguments).get("city"), str), tc
+        print("tool_choice", choice if isinstance(choice, str) else "named", ": ok", tc.function)
 
     bad_cases = [
         ("tools", dict(tools=[{"type": "function", "function": {"description": "no name"}}])),

@@ -59,27 +59,30 @@ async fn chat(State(st): State<AppState>, ApiJson(req): ApiJson<ChatRequest>) ->
                 ))
             }
         };
-        if let Some(ToolChoice::Required | ToolChoice::Named(_)) = tools.as_ref().map(|t| &t.choice)
-        {
-            return Err(ApiError::invalid_param(
-                "tool_choice",
-                "required and a named function need constrained decoding, which is not \
-                 available yet; use auto",
-            ));
-        }
+        let forced = tools.as_ref().and_then(tools::forced_call);
         let prompt = chat_prompt(st.handle().tokenizer(), &req.messages, tools.as_ref())?;
         let shown = Shown {
             logprobs: chat_ask(req.common.logprobs.as_ref(), req.top_logprobs.as_ref())?,
             echo: false,
             token_ids: flag("return_token_ids", req.common.return_token_ids.as_ref())?,
         };
-        let p = plan(
+        let mut p = plan(
             prompt.tokens.clone(),
             "messages",
             &req.common,
             &defaults(&st),
             shown,
         )?;
+        if let Some(spec) = forced {
+            if p.grammar.is_some() {
+                return Err(ApiError::invalid_param(
+                    "tool_choice",
+                    "tool_choice required or a named function cannot be combined with \
+                     response_format",
+                ));
+            }
+            p.grammar = Some(spec);
+        }
         let calls = parser.map(|parser| CallFormat {
             parser,
             names: tools.map(|t| t.names).unwrap_or_default(),

@@ -1,13 +1,16 @@
 //! A chat request's `tools` and `tool_choice`, checked: every tool a function with a
 //! name of 1-64 letters, digits, `_` or `-`, an optional description and a `parameters`
 //! object; `tool_choice` `none`, `auto`, `required` or `{"type": "function", "function":
-//! {"name"}}` naming one of them. Also the history's `tool_calls` and `tool` messages,
+//! {"name"}}` naming one of them (`required` and a named function are enforced by a
+//! grammar: [`forced_call`]). Also the history's `tool_calls` and `tool` messages,
 //! turned into what chat templates read (arguments as objects, as transformers and vLLM
 //! pass them).
 //!
 //! Must not know: HTTP, the engine, output parsing.
 
 use serde_json::{json, Map, Value};
+
+use rkv_engine::grammar::GrammarSpec;
 
 use crate::error::ApiError;
 
@@ -137,6 +140,38 @@ fn parse_choice(v: Option<&Value>, names: &[String]) -> Result<ToolChoice, ApiEr
     }
 }
 
+/// For `required` or a named function: the grammar the output must follow, one call as
+/// the JSON object `{"name": <a tool's name>, "arguments": <its parameters>}` (the bare
+/// form both call parsers read), so the answer is always a call that parses.
+pub fn forced_call(t: &Tools) -> Option<GrammarSpec> {
+    let allowed: Vec<&Value> = t
+        .defs
+        .iter()
+        .filter(|d| match &t.choice {
+            ToolChoice::Required => true,
+            ToolChoice::Named(n) => d["function"]["name"].as_str() == Some(n.as_str()),
+            ToolChoice::None | ToolChoice::Auto => false,
+        })
+        .collect();
+    if allowed.is_empty() {
+        return None;
+    }
+    let one = |d: &Value| {
+        let params = match d["function"].get("parameters") {
+            Some(p) => p.clone(),
+            None => json!({"type": "object"}),
+        };
+        json!({"type": "object",
+               "properties": {"name": {"const": d["function"]["name"]}, "arguments": params},
+               "required": ["name", "arguments"], "additionalProperties": false})
+    };
+    let schema = match allowed.as_slice() {
+        [d] => one(d),
+        many => json!({"anyOf": many.iter().map(|d| one(d)).collect::<Vec<_>>()}),
+    };
+    Some(GrammarSpec::JsonSchema(schema))
+}
+
 /// An assistant message's `tool_calls` as templates read them: `[{id, type, function:
 /// {name, arguments}}]`, arguments parsed from their JSON text (kept as text if not JSON).
 pub fn history_calls(param: &str, v: &Value) -> Result<Value, ApiError> {
@@ -223,6 +258,31 @@ mod tests {
             let e = check(Some(&tools), Some(&choice)).unwrap_err();
             assert_eq!(e.body()["error"]["param"], param, "{tools} {choice}");
         }
+    }
+
+    #[test]
+    fn required_and_named_choices_become_a_call_grammar() {
+        let two = json!([weather()[0], {"type": "function", "function": {"name": "ping"}}]);
+        let req = check(Some(&two), Some(&json!("required")))
+            .unwrap()
+            .unwrap();
+        let Some(GrammarSpec::JsonSchema(s)) = forced_call(&req) else {
+            panic!("no grammar for required");
+        };
+        assert_eq!(s["anyOf"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            s["anyOf"][1]["properties"]["arguments"],
+            json!({"type": "object"})
+        );
+        let named = json!({"type": "function", "function": {"name": "get_weather"}});
+        let t = check(Some(&two), Some(&named)).unwrap().unwrap();
+        let Some(GrammarSpec::JsonSchema(s)) = forced_call(&t) else {
+            panic!("no grammar for a named function");
+        };
+        assert_eq!(s["properties"]["name"]["const"], "get_weather");
+        assert_eq!(s["properties"]["arguments"]["required"], json!(["city"]));
+        let auto = check(Some(&two), None).unwrap().unwrap();
+        assert_eq!(forced_call(&auto), None);
     }
 
     #[test]
