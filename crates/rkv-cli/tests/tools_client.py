@@ -8,13 +8,14 @@ second, gets that answer, then (asked with `tool_choice: none`) answers in text.
 with the required `city`. A streamed request's tool-call deltas must reassemble into the
 non-streamed calls. Bad tool requests must raise BadRequestError naming the field.
 `tool_choice` `required` and a named function always yield a call that parses (sampled,
-two seeds each). Prints one line per check; exits non-zero on any failure.
+two seeds each); `chat.completions.parse` with a Pydantic model returns a valid object. Prints one line per check; exits non-zero on any failure.
 """
 
 import json
 import sys
 
 import openai
+import pydantic
 
 TOOLS = [
     {"type": "function", "function": {
@@ -100,6 +101,20 @@ def main():
             assert tc.function.name in want, tc
             assert isinstance(json.loads(tc.function.arguments).get("city"), str), tc
         print("tool_choice", choice if isinstance(choice, str) else "named", ": ok", tc.function)
+
+    # Structured outputs through the client's parse() with a Pydantic model.
+    class City(pydantic.BaseModel):
+        name: str
+        country: str
+        population: int
+
+    parsed = client.chat.completions.parse(
+        model=model, response_format=City, temperature=0, max_tokens=80,
+        messages=[{"role": "user", "content": "Describe Paris as JSON."}])
+    city = parsed.choices[0].message.parsed
+    assert isinstance(city, City), parsed
+    City.model_validate_json(parsed.choices[0].message.content)
+    print("chat.completions.parse: ok", city)
 
     bad_cases = [
         ("tools", dict(tools=[{"type": "function", "function": {"description": "no name"}}])),
