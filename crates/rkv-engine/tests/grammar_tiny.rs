@@ -6,10 +6,12 @@
 //! `stop`; a grammar with one output ends without EOS when it is complete; constrained
 //! and free requests share steps without disturbing each other; `n` samples each follow
 //! their own matcher (each the same as a request of its own); a preempted and recomputed
-//! sequence keeps its grammar's place; log-probabilities are the model's, before the mask.
+//! sequence keeps its grammar's place, and so does one whose KV cache R-KV compresses;
+//! log-probabilities are the model's, before the mask.
 
 mod tiny;
 
+use rkv_core::config::{CompressionConfig, PolicyKind};
 use rkv_engine::{
     Admission, Engine, FinishReason, GenerationOutput, GenerationRequest, Grammar, GrammarError,
     GrammarSpec, KvDtype, LogprobsRequest, SamplingParams,
@@ -237,6 +239,45 @@ fn a_preempted_sequence_keeps_its_place_in_the_grammar() {
             _ => &ids[..],
         };
         assert!(body.iter().all(|&t| t >= 3), "request {i}: {ids:?}");
+    }
+}
+
+#[test]
+fn a_compressed_cache_does_not_disturb_the_grammar() {
+    let m = TinyModel::new(SPECS[1], 1750);
+    let mut e = m.engine(64);
+    // At least 38 pairs `w1x w2y` (76 tokens: past budget + buffer), then EOS where it
+    // may come: the grammar holds the order whatever the cache keeps. (Not `w3[0-9]`:
+    // the token `w3` is a prefix of it that no token here can finish, a dead end that
+    // a byte-level vocabulary, which has every single byte, never has.)
+    let g = grammar(&e, "(w1[0-9]w2[0-9]){38,}");
+    let rkv = CompressionConfig {
+        policy: PolicyKind::RKv,
+        budget: 32,
+        buffer: 16,
+        window: 8,
+        ..CompressionConfig::default()
+    };
+    for seed in 1..4 {
+        let mut r = request(&random_prompt(1760 + seed, 20), seed, Some(g.clone()));
+        r.max_tokens = 120;
+        let out = e.generate(r, Some(rkv), |_| {}).unwrap();
+        assert!(out.stats.compressions > 0, "seed {seed}: never compressed");
+        let body: Vec<u32> = out
+            .token_ids
+            .iter()
+            .copied()
+            .filter(|&t| t != EOS)
+            .collect();
+        assert!(body.len() >= 76, "seed {seed}: {:?}", out.token_ids);
+        for (i, t) in body.iter().enumerate() {
+            let lo = 10 * (i as u32 % 2 + 1);
+            assert!(
+                (lo..lo + 10).contains(t),
+                "seed {seed} token {i}: {:?}",
+                out.token_ids
+            );
+        }
     }
 }
 
