@@ -8,15 +8,13 @@
 mod common;
 mod tiny;
 
-use common::{engine, ids, reference_file, transformers_first_logits};
+use common::{engine, prompt_ids, reference_lines, transformers_first_logits};
 use rkv_core::config::CompressionConfig;
 use rkv_engine::{
     Engine, GenerationOutput, GenerationRequest, KvDtype, LogprobsRequest, SamplingParams,
     TokenLogprob,
 };
-use rkv_model::chat_template::ChatMessage;
 use rkv_model::WeightMode;
-use serde_json::Value;
 use tiny::{random_prompt, TinyModel, SPECS};
 
 /// log-softmax in f64, by the definition.
@@ -83,14 +81,6 @@ fn check_against_forward(e: &mut Engine, prompt: &[u32], out: &GenerationOutput,
     d_prompt.max(d_gen)
 }
 
-fn reference_lines(name: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(reference_file(name)).expect("read reference");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("reference line is JSON"))
-        .collect()
-}
-
 #[test]
 fn default_model_f32_logprobs_equal_transformers_and_a_plain_forward() {
     let mut e = engine(WeightMode::F32, KvDtype::F32, CompressionConfig::full());
@@ -100,16 +90,7 @@ fn default_model_f32_logprobs_equal_transformers_and_a_plain_forward() {
         .iter()
         .enumerate()
     {
-        let text = r["prompt"].as_str().expect("prompt").to_string();
-        let rendered = if r["chat"].as_bool().unwrap_or(false) {
-            e.tokenizer()
-                .apply_chat_template(&[ChatMessage::user(text)], true)
-                .expect("chat template")
-        } else {
-            text
-        };
-        let prompt = e.tokenizer().encode(&rendered).expect("encode");
-        assert_eq!(prompt, ids(&r["prompt_token_ids"]));
+        let prompt = prompt_ids(&e, r);
         let out = e
             .generate(request(&prompt, 6, 20), None, |_| {})
             .expect("generate");

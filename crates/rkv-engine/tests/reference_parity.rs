@@ -8,36 +8,14 @@
 
 mod common;
 
-use common::{engine, greedy, ids, reference_file, top2_margin, transformers_first_logits};
+use common::{
+    engine, greedy, ids, prompt_ids, reference_lines as lines, top2_margin,
+    transformers_first_logits,
+};
 use rkv_core::config::CompressionConfig;
 use rkv_engine::{Engine, KvDtype};
-use rkv_model::chat_template::ChatMessage;
 use rkv_model::WeightMode;
 use serde_json::Value;
-
-fn lines(name: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(reference_file(name)).expect("read reference");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("reference line is JSON"))
-        .collect()
-}
-
-/// Renders and tokenises a reference prompt; checks it against the reference ids.
-fn prompt_ids(e: &Engine, r: &Value) -> Vec<u32> {
-    let text = r["prompt"].as_str().expect("prompt").to_string();
-    let rendered = if r["chat"].as_bool().unwrap_or(false) {
-        e.tokenizer()
-            .apply_chat_template(&[ChatMessage::user(text)], true)
-            .expect("chat template")
-    } else {
-        text
-    };
-    assert_eq!(rendered, r["rendered"].as_str().expect("rendered"));
-    let p = e.tokenizer().encode(&rendered).expect("encode");
-    assert_eq!(p, ids(&r["prompt_token_ids"]), "prompt token ids differ");
-    p
-}
 
 /// Compares greedy tokens with `ref`: (matching leading tokens, required, excused by a
 /// near-tie). Err names an unexcused divergence.

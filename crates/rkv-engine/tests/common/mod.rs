@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use rkv_core::config::CompressionConfig;
 use rkv_engine::{Engine, EngineConfig, GenerationRequest, KvDtype, SamplingParams};
+use rkv_model::chat_template::ChatMessage;
 use rkv_model::WeightMode;
 use serde_json::Value;
 
@@ -132,4 +133,29 @@ pub fn transformers_first_logits() -> (usize, Vec<f32>) {
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
     (vocab, want)
+}
+
+/// The JSON lines of a reference file.
+pub fn reference_lines(name: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(reference_file(name)).expect("read reference");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("reference line is JSON"))
+        .collect()
+}
+
+/// Renders and tokenises a reference prompt; checks it against the reference ids.
+pub fn prompt_ids(e: &Engine, r: &Value) -> Vec<u32> {
+    let text = r["prompt"].as_str().expect("prompt").to_string();
+    let rendered = if r["chat"].as_bool().unwrap_or(false) {
+        e.tokenizer()
+            .apply_chat_template(&[ChatMessage::user(text)], true)
+            .expect("chat template")
+    } else {
+        text
+    };
+    assert_eq!(rendered, r["rendered"].as_str().expect("rendered"));
+    let p = e.tokenizer().encode(&rendered).expect("encode");
+    assert_eq!(p, ids(&r["prompt_token_ids"]), "prompt token ids differ");
+    p
 }
