@@ -290,7 +290,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
                 let policies = [runs[p[0]].1, runs[p[1]].1];
                 engine.set_kv_dtype(dtypes[p[0]])?;
                 other.set_kv_dtype(dtypes[p[1]])?;
-                let stats = interleaved([&mut engine, other], &req, policies)?;
+                let reqs = policies.map(|p| (req.clone(), Some(p)));
+                let stats = interleaved([&mut engine, other], reqs)?;
                 for (k, s) in p.iter().zip(&stats) {
                     measured[*k].add(s);
                 }
@@ -399,17 +400,16 @@ fn decode(a: DecodeArgs) -> Result<()> {
     Ok(())
 }
 
-/// One generation of `req` on each engine under its policy, both at once: one forward of
-/// each in turn (the first engine first) until both finish. Returns each one's
-/// statistics, whose times are its own steps'.
-fn interleaved(
+/// One generation of `reqs[k]` (with its compression) on `engines[k]`, both at once: one
+/// forward of each in turn (the first engine first) until both finish. Returns each
+/// one's statistics, whose times are its own steps'.
+pub(crate) fn interleaved(
     mut engines: [&mut Engine; 2],
-    req: &GenerationRequest,
-    policies: [CompressionConfig; 2],
+    reqs: [(GenerationRequest, Option<CompressionConfig>); 2],
 ) -> Result<[SeqStats; 2]> {
     let mut ids = [0; 2];
-    for k in 0..2 {
-        ids[k] = engines[k].add_request(req.clone(), Some(policies[k]))?;
+    for (k, (req, comp)) in reqs.into_iter().enumerate() {
+        ids[k] = engines[k].add_request(req, comp)?;
     }
     let mut done: [Option<SeqStats>; 2] = [None, None];
     while done.iter().any(Option::is_none) {

@@ -21,7 +21,7 @@ use rkv_model::chat_template::ChatMessage;
 use serde_json::{json, Value};
 
 use crate::args::{engine_config, ModelArgs};
-use crate::bench::{alternating, ratio_stats, stats, summary_json};
+use crate::bench::{alternating, interleaved, ratio_stats, stats, summary_json};
 use crate::exit::usage;
 use crate::out::outln;
 
@@ -117,7 +117,7 @@ pub fn run(a: GrammarArgs) -> Result<()> {
         let c = alternating(rep, 0, 2);
         let mut reqs = [request(n_tokens, false), request(n_tokens, false)];
         reqs[c] = request(n_tokens, true);
-        let [s0, s1] = side_by_side([&mut engine, &mut other], reqs)?;
+        let [s0, s1] = interleaved([&mut engine, &mut other], reqs.map(|r| (r, None)))?;
         let (s, f) = if c == 0 { (s0, s1) } else { (s1, s0) };
         m.constrained_tps.push(s.decode_tokens_per_s());
         m.mask_ms
@@ -162,32 +162,6 @@ pub fn run(a: GrammarArgs) -> Result<()> {
     outln!("grammar per token: {ms:.3} ms (min {mlo:.3}, max {mhi:.3})")?;
     outln!("constrained / free decode tok/s: {r:.3} (min {rlo:.3}, max {rhi:.3})")?;
     Ok(())
-}
-
-/// Runs `reqs[k]` on `engines[k]`, one step of each in turn until both finish; returns
-/// their statistics (each counts only its own engine's steps).
-fn side_by_side(engines: [&mut Engine; 2], reqs: [GenerationRequest; 2]) -> Result<[SeqStats; 2]> {
-    let mut ids = [0; 2];
-    for (k, r) in reqs.into_iter().enumerate() {
-        ids[k] = engines[k].add_request(r, None)?;
-    }
-    let mut done: [Option<SeqStats>; 2] = [None, None];
-    while done.iter().any(Option::is_none) {
-        for k in 0..2 {
-            if done[k].is_some() {
-                continue;
-            }
-            engines[k].step();
-            if let Some((_, e)) = engines[k].take_failures().into_iter().next() {
-                return Err(e.into());
-            }
-            done[k] = engines[k].take_output(ids[k]).map(|o| o.stats);
-        }
-    }
-    let [Some(s0), Some(s1)] = done else {
-        bail!("a side-by-side generation did not finish");
-    };
-    Ok([s0, s1])
 }
 
 /// The grammar's time over the decode time (the first token's mask ran in the prefill
