@@ -91,7 +91,7 @@ impl Cmd {
                         )
                     })?,
                 };
-                let path = model.fetch(force)?;
+                let path = fetch::fetch(model, force)?;
                 Ok(out::outln!("{}", path.display())?)
             }
             Cmd::Bench(b) => bench::run(b),

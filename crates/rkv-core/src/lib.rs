@@ -9,10 +9,12 @@
 
 pub mod config;
 pub mod exp;
+pub mod overrides;
 pub mod policy;
 pub mod prompt;
 mod simd;
 
 pub use config::{CompressionConfig, ConfigError, PolicyKind, StepPlan};
+pub use overrides::{CompressionOverrides, OverrideError};
 pub use policy::{select_keep, HeadObservation, HeadState, KeyRows, PolicyError};
 pub use prompt::PromptMode;

@@ -8,6 +8,7 @@ pub mod attention;
 pub mod chat_template;
 pub mod config;
 pub mod error;
+pub mod hub;
 pub mod linear;
 pub mod model;
 pub mod norm;
