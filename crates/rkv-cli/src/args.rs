@@ -302,7 +302,7 @@ impl EngineArgs {
         let shape = model.transformer.attention_shape();
         let per_block = EngineConfig::bytes_per_block(shape, kv.kv_dtype(), default.block_size);
         let kv_blocks =
-            usize::try_from(self.kv_memory / per_block.max(1) as u64).unwrap_or(usize::MAX);
+            EngineConfig::blocks_in(self.kv_memory, shape, kv.kv_dtype(), default.block_size);
         if kv_blocks == 0 {
             anyhow::bail!(
                 "--kv-memory {} holds no KV block ({per_block} bytes each for this model)",
@@ -352,36 +352,9 @@ pub fn non_empty(s: &str) -> std::result::Result<String, String> {
     Ok(s.to_string())
 }
 
-/// A byte count: a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
+/// A byte count with an optional unit ([`rkv_engine::kv::parse_size`]).
 pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (try 256MiB or 2GiB)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" => 1000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "kib" | "k" => 1 << 10,
-        "mib" | "m" => 1 << 20,
-        "gib" | "g" => 1 << 30,
-        "tib" | "t" => 1 << 40,
-        other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{s}` (B, KB, MB, GB, KiB, MiB, GiB, TiB)"
-            ))
-        }
-    };
-    let bytes = x * mult as f64;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64) {
-        return Err(format!("`{s}` is not a usable size"));
-    }
-    Ok(bytes as u64)
+    rkv_engine::kv::parse_size(s)
 }
 
 /// Peak resident memory of this process, from /proc (Linux), in bytes.
@@ -410,19 +383,7 @@ pub fn engine_config(
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_bytes, whole};
-
-    #[test]
-    fn sizes_parse_with_units_and_bad_ones_are_refused() {
-        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
-        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
-        assert_eq!(parse_bytes("1.5 KiB"), Ok(1536));
-        assert_eq!(parse_bytes("512MB"), Ok(512_000_000));
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        for bad in ["", "MiB", "12XB", "-3MiB", "0", "1e999GiB"] {
-            assert!(parse_bytes(bad).is_err(), "{bad} accepted");
-        }
-    }
+    use super::whole;
 
     #[test]
     fn whole_numbers_name_their_range() {

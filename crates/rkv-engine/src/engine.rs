@@ -71,6 +71,18 @@ impl EngineConfig {
         .bytes_per_block(dtype)
     }
 
+    /// Blocks of `block_size` slots that fit in `bytes` of KV memory for a model of
+    /// `shape` at `dtype` (0 when not even one does).
+    pub fn blocks_in(
+        bytes: u64,
+        shape: AttentionShape,
+        dtype: KvDtype,
+        block_size: usize,
+    ) -> usize {
+        let per_block = Self::bytes_per_block(shape, dtype, block_size).max(1) as u64;
+        usize::try_from(bytes / per_block).unwrap_or(usize::MAX)
+    }
+
     /// Blocks a request of `n` samples of `req` under `comp` can hold at once with this
     /// configuration ([`BlockBudget::request_blocks`]: for FullKV every sample's whole
     /// length), so a pool of that many blocks runs it without preemption.

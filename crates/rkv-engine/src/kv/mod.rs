@@ -1,7 +1,7 @@
 //! KV memory, in one place (DESIGN.md §3): the block pool and block tables
 //! ([`pool`]), the rows they hold in f16, f32 or 8-bit ([`store`], [`dtype`]), the
 //! reservations promised to sequences ([`ledger`]), the block arithmetic of admission
-//! ([`budget`]), the prefix cache's index ([`prefix`]), and [`KvCache`], the small
+//! ([`budget`]), the prefix cache's index ([`prefix`]), sizes as people write them ([`size`]), and [`KvCache`], the small
 //! interface the engine's scheduling goes through: how many blocks are free to admit
 //! with, admit, allocate, fork (copy on write), free and preempt, and the prompt prefixes
 //! it caches.
@@ -15,6 +15,7 @@ pub mod dtype;
 pub mod ledger;
 pub mod pool;
 pub mod prefix;
+pub mod size;
 pub mod store;
 #[cfg(test)]
 mod tests;
@@ -24,6 +25,7 @@ pub use dtype::KvDtype;
 pub use ledger::Ledger;
 pub use pool::{BlockId, BlockPool, BlockTable, PoolError};
 pub use prefix::PrefixCache;
+pub use size::parse_size;
 pub use store::{KeyRuns, KvBuf, KvLayout, KvStore};
 
 use crate::error::Result;
