@@ -198,6 +198,13 @@ impl EngineHandle {
         self.inner.default_compression
     }
 
+    /// Checks a request as [`Self::submit`] would, without queuing it: a caller with many
+    /// requests checks them all before submitting any.
+    pub fn check(&self, sub: &Submission) -> Result<(), EngineError> {
+        let comp = sub.compression.unwrap_or(self.inner.default_compression);
+        self.inner.limits.check(&sub.request, &comp, sub.n)
+    }
+
     /// Validates and queues a request; its events go to `sink`. Bad input or a full
     /// queue is refused here, before anything reaches the engine.
     pub fn submit(&self, sub: Submission, sink: EventSink) -> Result<RequestId, SubmitError> {

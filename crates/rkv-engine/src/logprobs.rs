@@ -46,6 +46,8 @@ impl LogprobsRequest {
 pub struct TokenLogprob {
     pub token: u32,
     pub logprob: f32,
+    /// 1 + how many tokens are strictly more likely (vLLM's `Logprob.rank`).
+    pub rank: u32,
     /// `(id, logprob)` of the most likely tokens, most likely first, ties to the lower id.
     pub top: Vec<(u32, f32)>,
 }
@@ -72,6 +74,12 @@ pub fn token_logprob(logits: &[f32], token: u32, top: usize) -> TokenLogprob {
     let logprob = logits
         .get(token as usize)
         .map_or(f32::NEG_INFINITY, |&l| lp(l));
+    let own = logits.get(token as usize).map(|&l| finite(l));
+    let above = match own {
+        Some(o) => logits.iter().filter(|&&l| finite(l) > o).count(),
+        None => logits.len(),
+    };
+    let rank = u32::try_from(above + 1).unwrap_or(u32::MAX);
     let mut best: Vec<(u32, f32)> = Vec::new();
     if top > 0 {
         let mut cand: Vec<(u32, f32)> = logits
@@ -91,6 +99,7 @@ pub fn token_logprob(logits: &[f32], token: u32, top: usize) -> TokenLogprob {
     TokenLogprob {
         token,
         logprob,
+        rank,
         top: best,
     }
 }
@@ -128,6 +137,10 @@ mod tests {
         assert_eq!(got.top[0].1, got.top[1].1);
         assert!((f64::from(got.top[2].1) - reference(&logits, 4)).abs() < 1e-6);
         assert!((f64::from(got.logprob) - reference(&logits, 2)).abs() < 1e-6);
+        // Token 2 is the least likely of five; tied tokens share the better rank.
+        assert_eq!(got.rank, 5);
+        assert_eq!(token_logprob(&logits, 3, 0).rank, 1);
+        assert_eq!(token_logprob(&logits, 4, 0).rank, 3);
         // More alternatives than tokens: all of them.
         assert_eq!(token_logprob(&logits, 0, 20).top.len(), 5);
     }

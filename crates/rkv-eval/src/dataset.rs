@@ -14,6 +14,16 @@ use crate::error::EvalError;
 use crate::grade::gold_from_record;
 use crate::jsonl::{json_object, read_records, text_field};
 
+/// The instruction appended to every problem (the R1 evaluation prompt).
+pub const R1_SUFFIX: &str =
+    "\nPlease reason step by step, and put your final answer within \\boxed{}.";
+
+/// The user message for one problem (before the chat template): the problem, then the R1
+/// evaluation prompt's instruction, as `rkv eval math` and the Python package ask it.
+pub fn r1_prompt(problem: &str) -> String {
+    format!("{problem}{R1_SUFFIX}")
+}
+
 /// One problem of a math dataset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MathProblem {

@@ -10,5 +10,5 @@ pub mod grade;
 mod jsonl;
 pub mod passkey;
 
-pub use dataset::{read_math_problems, MathProblem};
+pub use dataset::{r1_prompt, read_math_problems, MathProblem, R1_SUFFIX};
 pub use error::EvalError;

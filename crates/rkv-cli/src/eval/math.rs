@@ -24,10 +24,6 @@ use crate::args::{EngineArgs, KvArgs, ModelArgs};
 use crate::exit::usage;
 use crate::out::outln;
 
-/// The instruction appended to every problem (the R1 evaluation prompt).
-pub const R1_SUFFIX: &str =
-    "\nPlease reason step by step, and put your final answer within \\boxed{}.";
-
 #[derive(Args, Debug)]
 pub struct MathArgs {
     #[command(flatten)]
@@ -72,9 +68,7 @@ pub struct MathArgs {
 }
 
 /// The rendered user prompt for one problem (before the chat template).
-pub fn prompt_text(problem: &str) -> String {
-    format!("{problem}{R1_SUFFIX}")
-}
+pub use rkv_eval::r1_prompt as prompt_text;
 
 pub fn run(a: MathArgs) -> Result<()> {
     if a.samples == 0 {
