@@ -52,7 +52,7 @@ class LLM:
         kv_compression: CompressionType = None,
         *,
         kv_dtype: str = "f16",
-        max_num_seqs: int = 256,
+        max_num_seqs: int = 64,
         max_batch_tokens: int = 512,
         enable_prefix_caching: bool = True,
         kv_admission: str = "grow",

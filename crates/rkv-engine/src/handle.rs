@@ -296,6 +296,9 @@ fn run_loop(mut engine: Engine, rx: Receiver<Command>, shared: &Shared) {
                     Err(_) => break,
                 }
             } else {
+                // Idle: what the gauges show must already be true (a cancel may just
+                // have emptied the engine).
+                publish(&engine, shared);
                 match rx.recv() {
                     Ok(c) => c,
                     Err(_) => return,

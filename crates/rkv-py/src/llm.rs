@@ -61,7 +61,7 @@ fn memory_of(v: &Bound<'_, PyAny>) -> PyResult<u64> {
 impl Engine {
     #[new]
     #[pyo3(signature = (model_path, kv_memory, threads=None, kv_compression=None,
-                        kv_dtype="f16", max_num_seqs=256, max_batch_tokens=512,
+                        kv_dtype="f16", max_num_seqs=64, max_batch_tokens=512,
                         enable_prefix_caching=true, kv_admission="grow"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
