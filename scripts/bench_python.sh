@@ -3,16 +3,17 @@
 # environment holding only `pip install .` (the wheel built from this checkout and tqdm),
 # against `rkv eval math` on the same settings: the first PROBLEMS (default 20) MATH-500
 # problems x 8 samples, R-KV at budget 256, MAX_TOKENS (default 256) tokens, temperature
-# 0.6, top-p 0.95, seed 42, 2 threads. The two run in turn, REPEAT times (default 3); each
-# run's tokens/s and their ratio per repeat go to bench/results/python.jsonl (a header
+# 0.6, top-p 0.95, seed 42, 2 threads. The two run in turn, REPEAT times (default 4), the
+# CLI first in odd repeats and Python first in even ones (this machine's speed drifts by
+# 15% over minutes); each run's tokens/s and their ratio per repeat go to bench/results/python.jsonl (a header
 # line: command, machine, commit, date), then BENCHMARKS.md is re-rendered. Needs
-# ../shared/data/math500.jsonl (or DATASET=PATH). About 10 minutes on 2 cores.
+# ../shared/data/math500.jsonl (or DATASET=PATH). About 15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATASET="${DATASET:-../shared/data/math500.jsonl}"
 PROBLEMS="${PROBLEMS:-20}"
 MAX_TOKENS="${MAX_TOKENS:-256}"
-REPEAT="${REPEAT:-3}"
+REPEAT="${REPEAT:-4}"
 cargo build --release -p rkv-cli
 RKV="${CARGO_TARGET_DIR:-target}/release/rkv"
 "$RKV" fetch > /dev/null
@@ -26,13 +27,12 @@ py=(examples/passk.py --dataset "$DATASET" --problems "$PROBLEMS" --policy rkv -
 OUT=bench/results
 mkdir -p "$OUT"
 tmp=$(mktemp)
-python3 scripts/bench_header.py "$RKV ${cli[*]} | $VENV/bin/python ${py[*]}" > "$tmp"
+python3 scripts/bench_header.py "$RKV ${cli[*]} ; $VENV/bin/python ${py[*]}" > "$tmp"
 summary() { grep '^{"summary"' | tail -1; }
 for r in $(seq 1 "$REPEAT"); do
-  echo "== repeat $r/$REPEAT: rkv eval math" >&2
-  c=$("$RKV" "${cli[@]}" 2>/dev/null | summary)
-  echo "== repeat $r/$REPEAT: examples/passk.py" >&2
-  p=$("$VENV/bin/python" "${py[@]}" 2>/dev/null | summary)
+  run_cli() { echo "== repeat $r/$REPEAT: rkv eval math" >&2; c=$("$RKV" "${cli[@]}" 2>/dev/null | summary); }
+  run_py() { echo "== repeat $r/$REPEAT: examples/passk.py" >&2; p=$("$VENV/bin/python" "${py[@]}" 2>/dev/null | summary); }
+  if [ $((r % 2)) = 1 ]; then run_cli; run_py; else run_py; run_cli; fi
   python3 - "$r" "$c" "$p" >> "$tmp" <<'PY'
 import json, sys
 r, c, p = int(sys.argv[1]), json.loads(sys.argv[2])["summary"], json.loads(sys.argv[3])["summary"]

@@ -302,6 +302,7 @@ def main():
     out += serve_section()
     out += prefix_cache_section()
     out += grammar_section()
+    out += python_section()
     out += passkey_section()
     out += llamacpp_section()
     out += portable_section()
@@ -470,6 +471,38 @@ def grammar_section():
                    f"{100 * share['median']:.1f}% ({100 * share['min']:.1f}-{100 * share['max']:.1f}%) | "
                    f"{r['first_compile_ms']:.0f} | {r['compile_ms']:.1f} |")
     out.append("")
+    return out
+
+
+def python_section():
+    """The Python binding against the CLI: bench/results/python.jsonl
+    (scripts/bench_python.sh), one row per repeat."""
+    head, rows = read_results("python.jsonl")
+    if not rows:
+        return []
+    r0 = rows[0]
+    same = all(r["cli_tokens"] == r["py_tokens"] and r["cli_pass_at_1"] == r["py_pass_at_1"]
+               for r in rows)
+    cli, py = re.split(r" [|;] ", head["command"], maxsplit=1)
+    out = ["## Python binding (pass@k from Python)", "",
+           f"`{cli}`, then `{py}` (`scripts/bench_python.sh`); machine: {head['machine']}; commit "
+           f"`{head['commit']}`; date: {head['date']}. {r0['problems']} MATH-500 problems x "
+           f"{r0['samples']} samples, R-KV at budget 256, {r0['max_tokens']} tokens at most, on the "
+           "default model: `examples/passk.py` from a virtual environment holding only `pip install .`, "
+           "and `rkv eval math`, in turn (the CLI first in odd repeats), "
+           f"{len(rows)} times. Generated tokens/s median (min-max); the ratio is per repeat.", "",
+           "| runs | `rkv eval math` tok/s | `examples/passk.py` tok/s | Python / CLI | "
+           "same tokens and pass@1 in every run | pass@1 | pass@8 |",
+           "|---|---|---|---|---|---|---|"]
+    out.append(f"| {len(rows)} | {fmt(spread([r['cli_tok_s'] for r in rows]))} | "
+               f"{fmt(spread([r['py_tok_s'] for r in rows]))} | "
+               f"{fmt(spread([r['py_over_cli'] for r in rows]), 3)} | {'yes' if same else 'no'} | "
+               f"{r0['py_pass_at_1']:.3f} | {r0['py_pass_at_8']:.3f} |")
+    by_order = [(who, [r["py_over_cli"] for r in rows if (r["repeat"] % 2 == 1) == (who == "the CLI")])
+                for who in ("the CLI", "Python")]
+    out += ["", "Python / CLI by which ran first: " + "; ".join(
+        f"{who} first {', '.join(f'{x:.3f}' for x in xs)}" for who, xs in by_order if xs)
+        + ".", ""]
     return out
 
 
