@@ -498,6 +498,12 @@ def python_section():
                f"{fmt(spread([r['py_tok_s'] for r in rows]))} | "
                f"{fmt(spread([r['py_over_cli'] for r in rows]), 3)} | {'yes' if same else 'no'} | "
                f"{r0['py_pass_at_1']:.3f} | {r0['py_pass_at_8']:.3f} |")
+    if all("py_over_cli_per_cpu_s" in r for r in rows):
+        cpu = spread([r["py_over_cli_per_cpu_s"] for r in rows])
+        out += ["", "Tokens per CPU-second (user + system time of each whole process, model loading "
+                f"included), Python / CLI: {fmt(cpu, 3)}; CPU seconds per run: CLI "
+                f"{fmt(spread([r['cli_cpu_s'] for r in rows]))}, Python "
+                f"{fmt(spread([r['py_cpu_s'] for r in rows]))}."]
     by_order = [(who, [r["py_over_cli"] for r in rows if (r["repeat"] % 2 == 1) == (who == "the CLI")])
                 for who in ("the CLI", "Python")]
     out += ["", "Python / CLI by which ran first: " + "; ".join(
