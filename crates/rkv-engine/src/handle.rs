@@ -212,8 +212,7 @@ impl EngineHandle {
         if inner.shared.closed.load(Ordering::SeqCst) {
             return Err(SubmitError::Closed);
         }
-        let comp = sub.compression.unwrap_or(inner.default_compression);
-        inner.limits.check(&sub.request, &comp, sub.n)?;
+        self.check(&sub)?;
         let waiting =
             self.metrics().counters.waiting + inner.shared.in_channel.load(Ordering::SeqCst);
         if waiting >= inner.max_queue {

@@ -206,7 +206,7 @@ impl KvCompression {
         prompt_chunk: Option<u64>,
         params: Option<BTreeMap<String, f64>>,
     ) -> PyResult<Self> {
-        let o = CompressionOverrides {
+        Self::resolve(CompressionOverrides {
             policy: Some(policy),
             budget,
             buffer,
@@ -218,14 +218,7 @@ impl KvCompression {
             params: params.unwrap_or_default(),
             prompt,
             prompt_chunk,
-        };
-        let config = o
-            .resolve(CompressionConfig::default())
-            .map_err(|e| match &e.field {
-                Some(_) => PyValueError::new_err(format!("KvCompression.{e}")),
-                None => PyValueError::new_err(format!("KvCompression ({})", e.message)),
-            })?;
-        Ok(Self { config })
+        })
     }
 
     /// The same from a dict of those fields (`lambda` may be spelt as it is), as Ray's
@@ -268,19 +261,19 @@ impl KvCompression {
                 }
             };
         }
-        Self::new(
-            policy,
-            field!("budget"),
-            field!("buffer"),
-            field!("window"),
-            field!("lambda"),
-            field!("threshold"),
-            field!("kernel"),
-            field!("sinks"),
-            field!("prompt"),
-            field!("prompt_chunk"),
-            field!("params"),
-        )
+        Self::resolve(CompressionOverrides {
+            policy: Some(policy),
+            budget: field!("budget"),
+            buffer: field!("buffer"),
+            window: field!("window"),
+            lambda: field!("lambda"),
+            threshold: field!("threshold"),
+            kernel: field!("kernel"),
+            sinks: field!("sinks"),
+            params: field!("params").unwrap_or_default(),
+            prompt: field!("prompt"),
+            prompt_chunk: field!("prompt_chunk"),
+        })
     }
 
     #[getter]
@@ -320,6 +313,19 @@ impl KvCompression {
     }
 }
 
+impl KvCompression {
+    /// `o` over rkv's default compression, validated: a `ValueError` naming the field.
+    fn resolve(o: CompressionOverrides) -> PyResult<Self> {
+        let config = o
+            .resolve(CompressionConfig::default())
+            .map_err(|e| match &e.field {
+                Some(_) => PyValueError::new_err(format!("KvCompression.{e}")),
+                None => PyValueError::new_err(format!("KvCompression ({})", e.message)),
+            })?;
+        Ok(Self { config })
+    }
+}
+
 /// A `KvCompression`, a dict of its fields, or a policy name (at rkv's default budget).
 pub fn compression_of(v: &Bound<'_, PyAny>) -> PyResult<CompressionConfig> {
     if let Ok(k) = v.cast::<KvCompression>() {
@@ -329,9 +335,10 @@ pub fn compression_of(v: &Bound<'_, PyAny>) -> PyResult<CompressionConfig> {
         return Ok(KvCompression::from_dict(d)?.config);
     }
     if let Ok(name) = v.extract::<String>() {
-        return Ok(KvCompression::new(
-            name, None, None, None, None, None, None, None, None, None, None,
-        )?
+        return Ok(KvCompression::resolve(CompressionOverrides {
+            policy: Some(name),
+            ..CompressionOverrides::default()
+        })?
         .config);
     }
     Err(PyTypeError::new_err(
